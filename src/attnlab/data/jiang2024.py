@@ -1,0 +1,65 @@
+"""Data model of Jiang et al. 2024 (arXiv 2409.19345), one sample at a time.
+
+A sample is (X, y) with y ∈ {+1, −1} and X ∈ R^{M×d}:
+
+    x_1 = μ₊ = ‖μ‖·e₁  if y = +1,   μ₋ = ‖μ‖·e₂  if y = −1     (signal token)
+    x_2 = ξ̃  ~ N(0, σ̃_p² I_d)                                   (strong noise token)
+    x_l = ξ_l ~ N(0, σ_p² I_d),  l = 3..M                        (weak noise tokens)
+
+    SNR = ‖μ‖ / (σ_p √d),  with σ_p the *weak* noise scale.
+
+The class signals are orthogonal (e₁, e₂), not ±μ. The released scripts use isotropic noise;
+the theory projects the noise orthogonal to the signals (``projected=True`` zeroes the noise
+on e₁ and e₂).
+
+Sample i of a data set is drawn from ``fold_in(key, i)`` and has label +1 for even i and −1
+for odd i, so the first N samples of any set are exactly class-balanced for even N, and a
+sample does not depend on how many samples are drawn beside it (padding-invariant buckets).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+SIGNAL, STRONG_NOISE, WEAK_NOISE = 0, 1, 2
+"""Token roles; token l has role ``token_roles(M)[l]``."""
+
+
+def token_roles(M: int) -> jnp.ndarray:
+    """Role of each token position: signal, strong noise, then M−2 weak noise tokens."""
+    return jnp.array([SIGNAL, STRONG_NOISE] + [WEAK_NOISE] * (M - 2), dtype=jnp.int32)
+
+
+def snr(mu_norm, sigma_p, d):
+    """SNR = ‖μ‖ / (σ_p √d)."""
+    return mu_norm / (sigma_p * d**0.5)
+
+
+def mu_for_snr(snr_value, sigma_p, d):
+    """Inverse of :func:`snr`: the ‖μ‖ that gives ``snr_value``."""
+    return snr_value * sigma_p * d**0.5
+
+
+def label(i):
+    """Label of sample i: +1 for even i, −1 for odd i (balanced prefixes)."""
+    return jnp.where(i % 2 == 0, 1.0, -1.0)
+
+
+def sample(key, i, *, mu_norm, sigma_p, sigma_tilde_p, M, d, projected=False, dtype=jnp.float32):
+    """Draw sample i: returns (X ∈ R^{M×d}, y)."""
+    y = label(i).astype(dtype)
+    k = jax.random.fold_in(key, i)
+    noise = jax.random.normal(k, (M - 1, d), dtype=dtype)
+    scale = jnp.concatenate([jnp.array([sigma_tilde_p]), jnp.full((M - 2,), sigma_p)]).astype(dtype)
+    noise = noise * scale[:, None]
+    if projected:  # theory's variant: noise ⟂ span(μ₊, μ₋)
+        noise = noise.at[:, :2].set(0.0)
+    signal = jnp.where(y > 0, jnp.zeros(d, dtype).at[0].set(1.0), jnp.zeros(d, dtype).at[1].set(1.0))
+    X = jnp.concatenate([(mu_norm * signal)[None, :].astype(dtype), noise], axis=0)
+    return X, y
+
+
+def dataset(key, n, **kw):
+    """Draw samples 0..n−1: returns (X ∈ R^{n×M×d}, y ∈ R^n)."""
+    return jax.vmap(lambda i: sample(key, i, **kw))(jnp.arange(n))

@@ -1,0 +1,181 @@
+"""The experiment contract and the reproduce pipeline.
+
+Experiment = spec(scale) → cells → results → analysis → figures + claims:
+
+    spec     a pydantic model; each scale (smoke, cpu, paper) is a set of field values, and
+             ``--set name=v1,v2`` overrides any field or grid axis
+    cells    flat dicts, one per run, handed to the sweep (ids, buckets, resume)
+    analyse  fits and claims from the results table (a claim passes only on a measured value)
+    figures  PNG + PDF files in the output directory
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ValidationError
+
+from attnlab.sweep import grid
+from attnlab.sweep.executors import run_cells
+from attnlab.sweep.store import Store, atomic_write_bytes
+
+SCALES = ("smoke", "cpu", "paper")
+
+
+class AttnlabError(Exception):
+    """A user-facing error: the CLI prints its message and exits non-zero."""
+
+
+@dataclass
+class Claim:
+    id: str
+    statement: str
+    measured: Any
+    expected: str
+    passed: bool
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["pass"] = bool(d.pop("passed"))
+        return d
+
+
+@dataclass
+class Analysis:
+    claims: list[Claim]
+    summary: dict[str, Any] = field(default_factory=dict)  # fitted numbers shown in the report
+    notes: list[str] = field(default_factory=list)
+
+
+class Experiment:
+    id: str
+    title: str
+    description: str
+    Spec: type[BaseModel]
+    scales: dict[str, dict[str, Any]]
+    family: grid.Family
+    assumptions: tuple[str, ...] = ()
+
+    def cells(self, spec) -> list[dict]:
+        raise NotImplementedError
+
+    def analyse(self, cols: dict[str, np.ndarray], spec) -> Analysis:
+        raise NotImplementedError
+
+    def figures(self, cols: dict[str, np.ndarray], spec, analysis: Analysis, out: Path) -> list[Path]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ spec handling
+
+    def spec(self, scale: str, sets: list[str] | None = None):
+        if scale not in self.scales:
+            raise AttnlabError(f"--scale: unknown {scale!r}; valid: {', '.join(self.scales)}")
+        values = dict(self.scales[scale])
+        values.update(parse_sets(self.Spec, sets or []))
+        try:
+            return self.Spec(**values)
+        except ValidationError as e:
+            raise AttnlabError(format_validation_error(e)) from None
+
+
+def _is_list(annotation) -> bool:
+    return typing.get_origin(annotation) in (list, tuple)
+
+
+def parse_sets(Spec: type[BaseModel], sets: list[str]) -> dict[str, Any]:
+    """``name=v1,v2,...`` → {name: [v1, v2, ...]} for a grid axis (a list field), or
+    {name: v} for a scalar field. Values stay strings: the spec's validation converts them."""
+    fields = Spec.model_fields
+    out: dict[str, Any] = {}
+    for s in sets:
+        name, eq, raw = s.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise AttnlabError(f"--set {s!r}: expected name=value or name=v1,v2,...")
+        if name not in fields:
+            raise AttnlabError(f"--set {name}: unknown field; valid: {', '.join(fields)}")
+        values = [v.strip() for v in raw.split(",") if v.strip()]
+        if not values:
+            raise AttnlabError(f"--set {name}: no value given")
+        if _is_list(fields[name].annotation):
+            out[name] = values
+        elif len(values) == 1:
+            out[name] = values[0]
+        else:
+            raise AttnlabError(f"--set {name}: takes one value (it is not a grid axis), got {len(values)}")
+    return out
+
+
+def format_validation_error(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "spec"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" + (f" (got {err['input']!r})" if "input" in err and loc != "spec" else ""))
+    return "invalid spec: " + "; ".join(parts)
+
+
+# ---------------------------------------------------------------- pipeline
+
+
+def table_columns(table: pa.Table) -> dict[str, np.ndarray]:
+    return {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
+
+
+def reproduce(
+    exp: Experiment,
+    scale: str,
+    out: Path,
+    sets: list[str] | None = None,
+    executor: str = "local",
+    progress: bool = True,
+) -> dict:
+    """Run (or resume) the experiment into ``out``; write results.parquet, figures,
+    verdict.json and report.html. Returns the verdict."""
+    from attnlab import report  # heavy imports only when a run happens
+
+    spec = exp.spec(scale, sets)
+    cells = exp.cells(spec)
+    if not cells:
+        raise AttnlabError("spec: the grid is empty")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    store = Store(out)
+    trained = run_cells(
+        exp.family, cells, store, memory_budget=spec.memory_budget_gb * 1e9, executor=executor, progress=progress
+    )
+    table = store.assemble([grid.cell_id(c) for c in cells])
+    cols = table_columns(table)
+    analysis = exp.analyse(cols, spec)
+    figures = exp.figures(cols, spec, analysis, out)
+    runtime = time.perf_counter() - t0
+    verdict = {
+        "experiment": exp.id,
+        "scale": scale,
+        "cells": len(cells),
+        "cells_trained_now": trained,
+        "runtime_s": round(runtime, 3),
+        "train_seconds_total": float(np.sum(cols["seconds"])),
+        "claims": [c.to_json() for c in analysis.claims],
+    }
+    atomic_write_bytes(out / "spec.json", json.dumps(spec.model_dump(), indent=2).encode())
+    atomic_write_bytes(out / "verdict.json", json.dumps(verdict, indent=2, default=_json_default).encode())
+    report.write(out / "report.html", exp, spec, verdict, analysis, figures, sets or [])
+    return verdict
+
+
+def _json_default(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x)}")

@@ -1,0 +1,72 @@
+"""Two-layer softmax transformer of Jiang et al. 2024 (arXiv 2409.19345).
+
+For X ∈ R^{M×d} (rows x_l are tokens):
+
+    S        = τ · (X W_Q)(X W_K)ᵀ                        ∈ R^{M×M}   (τ = 1 in the paper)
+    φ        = softmax over keys of each row of S          (row l: query x_l)
+    ā        = (1/M) Σ_l φ_l                               ∈ R^M       (query-averaged attention)
+    f(X)     = w_Oᵀ ( ā · X W_V ) = Σ_s ā_s x_sᵀ W_V w_O                 (scalar)
+
+W_Q, W_K ∈ R^{d×d_h}, W_V ∈ R^{d×d_v}, w_O ∈ R^{d_v}. Single head; no 1/√d_h temperature, bias,
+residual or LayerNorm. W_Q, W_K, W_V are trained; w_O is fixed (option: trained).
+
+Initialisation as in the released scripts: PyTorch's default Linear init
+U(−1/√fan_in, 1/√fan_in) for all four (fan_in = d for W_Q, W_K, W_V and d_v for w_O), then
+W_Q, W_K, W_V divided by ``init_scale`` (16 for the heatmap, 32 for the dynamics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+
+@dataclass(frozen=True)
+class Hparams:
+    M: int = 16  # tokens
+    d: int = 1024  # token dimension
+    d_h: int = 512  # query/key width
+    d_v: int = 512  # value width
+    init_scale: float = 16.0  # W_Q, W_K, W_V = Linear init / init_scale
+    tau: float = 1.0  # softmax temperature multiplier (paper: 1)
+    train_w_O: bool = False  # paper: w_O fixed
+
+
+def _linear_init(key, fan_in, shape, dtype):
+    bound = 1.0 / fan_in**0.5
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+def init(key, hp: Hparams, dtype=jnp.float32):
+    kq, kk, kv, ko = jax.random.split(key, 4)
+    return {
+        "W_Q": _linear_init(kq, hp.d, (hp.d, hp.d_h), dtype) / hp.init_scale,
+        "W_K": _linear_init(kk, hp.d, (hp.d, hp.d_h), dtype) / hp.init_scale,
+        "W_V": _linear_init(kv, hp.d, (hp.d, hp.d_v), dtype) / hp.init_scale,
+        "w_O": _linear_init(ko, hp.d_v, (hp.d_v,), dtype),
+    }
+
+
+def trainable(hp: Hparams) -> tuple[str, ...]:
+    return ("W_Q", "W_K", "W_V", "w_O") if hp.train_w_O else ("W_Q", "W_K", "W_V")
+
+
+def attention(params, X, tau=1.0):
+    """φ = softmax_keys(τ (X W_Q)(X W_K)ᵀ) ∈ R^{M×M} (row = query); also returns the logits S."""
+    S = tau * (X @ params["W_Q"]) @ (X @ params["W_K"]).T
+    return jax.nn.softmax(S, axis=-1), S
+
+
+def apply(params, X, hp: Hparams):
+    """f(X) = Σ_s ā_s x_sᵀ W_V w_O for one sample X ∈ R^{M×d}; aux holds ā and φ."""
+    phi, _ = attention(params, X, hp.tau)
+    a_bar = phi.mean(axis=0)  # (M,) average over queries
+    f = a_bar @ (X @ params["W_V"] @ params["w_O"])
+    return f, {"a_bar": a_bar, "phi": phi}
+
+
+def logistic_loss(f, y):
+    """ℓ(y f) = log(1 + exp(−y f)), computed stably."""
+    return jax.nn.softplus(-y * f)

@@ -1,0 +1,87 @@
+"""Results on disk: Parquet parts written with atomic renames, one table assembled at the end.
+
+    DIR/parts/part-<hash>.parquet   one file per finished chunk of cells (never rewritten)
+    DIR/results.parquet             the cells of the current spec, one row each
+
+A part is written to a temporary name and renamed into place, so a crash leaves either a whole
+part or none; a rerun skips every cell id already in some part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_table(path: Path, table: pa.Table) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Store:
+    def __init__(self, out: Path):
+        self.out = Path(out)
+        self.parts = self.out / "parts"
+
+    def _part_files(self) -> list[str]:
+        return sorted(str(p) for p in self.parts.glob("part-*.parquet")) if self.parts.exists() else []
+
+    def done_ids(self) -> set[str]:
+        files = self._part_files()
+        if not files:
+            return set()
+        rows = duckdb.sql(f"SELECT DISTINCT id FROM read_parquet({files!r}, union_by_name=true)").fetchall()
+        return {r[0] for r in rows}
+
+    def write_part(self, rows: list[dict]) -> Path:
+        ids = sorted(r["id"] for r in rows)
+        name = hashlib.sha256(",".join(ids).encode()).hexdigest()[:16]
+        path = self.parts / f"part-{name}.parquet"
+        atomic_write_table(path, pa.Table.from_pylist(rows))
+        return path
+
+    def assemble(self, ids: list[str]) -> pa.Table:
+        """One row per requested id (first occurrence if a cell was written twice), in the
+        order of ``ids``; written atomically to DIR/results.parquet."""
+        files = self._part_files()
+        con = duckdb.connect()
+        con.register("wanted", pa.table({"id": ids, "_order": list(range(len(ids)))}))
+        table = con.sql(
+            f"""SELECT p.* EXCLUDE (_rn) FROM (
+                  SELECT *, row_number() OVER (PARTITION BY id ORDER BY id) AS _rn
+                  FROM read_parquet({files!r}, union_by_name=true)) p
+                JOIN wanted w USING (id) WHERE _rn = 1 ORDER BY w._order"""
+        ).arrow()
+        if isinstance(table, pa.RecordBatchReader):
+            table = table.read_all()
+        atomic_write_table(self.out / "results.parquet", table)
+        return table

@@ -1,0 +1,75 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnlab.models import jiang2024 as model
+
+HP = model.Hparams(M=4, d=10, d_h=6, d_v=5, init_scale=16.0)
+
+
+def reference_f(params, X, tau=1.0):
+    """f(X) = w_Oᵀ((1/M) Σ_l softmax_s((x_l W_Q)(x_s W_K)ᵀ) · X W_V), written with loops."""
+    P = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    X = np.asarray(X, np.float64)
+    M = X.shape[0]
+    a_bar = np.zeros(M)
+    for l in range(M):
+        s = np.array([tau * (X[l] @ P["W_Q"]) @ (X[j] @ P["W_K"]) for j in range(M)])
+        e = np.exp(s - s.max())
+        a_bar += e / e.sum() / M
+    return sum(a_bar[j] * (X[j] @ P["W_V"] @ P["w_O"]) for j in range(M)), a_bar
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.3])
+def test_apply_matches_the_equation(tau):
+    hp = model.Hparams(**{**HP.__dict__, "tau": tau, "init_scale": 1.0})
+    params = model.init(jax.random.PRNGKey(0), hp)
+    X = jax.random.normal(jax.random.PRNGKey(1), (hp.M, hp.d))
+    f, aux = model.apply(params, X, hp)
+    f_ref, a_ref = reference_f(params, X, tau)
+    assert float(f) == pytest.approx(f_ref, rel=1e-4, abs=1e-6)
+    np.testing.assert_allclose(aux["a_bar"], a_ref, rtol=1e-5)
+    np.testing.assert_allclose(aux["phi"].sum(-1), 1.0, rtol=1e-6)
+
+
+def test_init_is_pytorch_linear_divided_by_scale():
+    hp = model.Hparams(M=3, d=400, d_h=300, d_v=200, init_scale=16.0)
+    p = model.init(jax.random.PRNGKey(0), hp)
+    for name in ("W_Q", "W_K", "W_V"):  # U(±1/√d) / 16
+        bound = 1 / np.sqrt(hp.d) / 16
+        assert np.abs(p[name]).max() <= bound
+        assert np.abs(p[name]).max() > 0.98 * bound
+        assert np.std(p[name]) == pytest.approx(bound / np.sqrt(3), rel=0.02)
+    assert np.abs(p["w_O"]).max() <= 1 / np.sqrt(hp.d_v)  # w_O keeps U(±1/√d_v)
+    assert np.abs(p["w_O"]).max() > 0.95 / np.sqrt(hp.d_v)
+    assert model.trainable(hp) == ("W_Q", "W_K", "W_V")
+    assert "w_O" in model.trainable(model.Hparams(train_w_O=True))
+
+
+def test_logistic_loss_is_stable():
+    f = jnp.array([-1000.0, 0.0, 1000.0])
+    np.testing.assert_allclose(model.logistic_loss(f, jnp.ones(3)), [1000.0, np.log(2), 0.0], atol=1e-6)
+
+
+def test_gradients_match_finite_differences():
+    with jax.enable_x64(True):
+        hp = model.Hparams(M=4, d=8, d_h=5, d_v=3, init_scale=2.0, train_w_O=True)
+        params = model.init(jax.random.PRNGKey(3), hp, jnp.float64)
+        X = jax.random.normal(jax.random.PRNGKey(4), (6, hp.M, hp.d), jnp.float64)
+        y = jnp.array([1.0, -1, 1, -1, 1, -1])
+
+        def L(p):
+            f = jax.vmap(lambda x: model.apply(p, x, hp)[0])(X)
+            return model.logistic_loss(f, y).mean()
+
+        g = jax.grad(L)(params)
+        rng = np.random.default_rng(0)
+        for name in params:
+            for _ in range(3):
+                direction = jnp.asarray(rng.standard_normal(params[name].shape))
+                eps = 1e-6
+                plus = {**params, name: params[name] + eps * direction}
+                minus = {**params, name: params[name] - eps * direction}
+                fd = (L(plus) - L(minus)) / (2 * eps)
+                assert float(jnp.sum(g[name] * direction)) == pytest.approx(float(fd), rel=1e-6, abs=1e-10)
