@@ -11,12 +11,12 @@ from attnlab.train import CAP, CONVERGED, DIVERGED, TrainConfig, log_schedule, t
 METRICS = ("train_loss", "train_error", "test_loss", "test_error", "stop_step", "status")
 
 
-def run_bucket(family, cells, dtype="float64"):
+def run_bucket(family, cells, dtype="float64", **kw):
     static = {f: cells[0][f] for f in family.static_fields}
     n_pad = max(c["N"] for c in cells)
     v = {k: x.astype(dtype) if x.dtype.kind == "f" else x for k, x in grid.batch_inputs(family, cells).items()}
     with jax.enable_x64(dtype == "float64"):
-        return train_bucket(family.problem(static, n_pad), family.train_config(static), v)
+        return train_bucket(family.problem(static, n_pad), family.train_config(static), v, **kw)
 
 
 def run_reference(family, cell):
@@ -43,11 +43,18 @@ CELLS = [
 ]
 
 
-def test_vectorised_equals_reference(family):
-    out = run_bucket(family, CELLS)
+# segments of 3 steps, compaction as soon as half the batch has stopped, down to one cell
+COMPACTING = dict(segment=3, shrink=2, min_batch=1)
+
+
+@pytest.mark.parametrize("kw", [{}, COMPACTING], ids=["one-segment", "compacting"])
+def test_vectorised_equals_reference(family, kw):
+    cells = CELLS + [dict(c, rep=c["rep"] + 10, mu=c["mu"] * 1.5) for c in CELLS]
+    out = run_bucket(family, cells, **kw)
     statuses = set(out[0]["status"].tolist())
     assert CONVERGED in statuses and CAP in statuses, "the bucket should exercise both stop rules"
-    for i, c in enumerate(CELLS):
+    assert len(set(out[0]["stop_step"].tolist())) >= 3, "cells should stop at different steps"
+    for i, c in enumerate(cells):
         assert_same(out, run_reference(family, c), i)
 
 
@@ -68,7 +75,7 @@ def cell_of(out, i):
 def test_a_cell_does_not_depend_on_its_batch(family):
     alone = cell_of(run_bucket(family, [CELLS[0]]), 0)
     together = run_bucket(family, CELLS)  # padded to N = 8, other cells stop later
-    shuffled = run_bucket(family, [CELLS[2], CELLS[1], CELLS[0]])
+    shuffled = run_bucket(family, [CELLS[2], CELLS[1], CELLS[0]], **COMPACTING)
     assert_same(together, alone, 0)
     assert_same(shuffled, alone, 2)
 
@@ -76,7 +83,7 @@ def test_a_cell_does_not_depend_on_its_batch(family):
 def test_divergence_is_confined_to_its_cell(family):
     bad = tiny_cell(dtype="float64", mu=50.0, lr=float("inf"), max_steps=30, rep=7)
     good = tiny_cell(dtype="float64", mu=3.0, lr=0.1, max_steps=30)
-    out = run_bucket(family, [bad, good])
+    out = run_bucket(family, [bad, good], **COMPACTING)
     assert out[0]["status"][0] == DIVERGED
     assert np.isfinite(out[0]["train_loss"][1])
     alone = run_bucket(family, [good])

@@ -3,12 +3,14 @@
 A :class:`Problem` is the model/data/loss plug-in; everything in it acts on *one* cell. The
 trainer knows nothing about any particular paper.
 
-Vectorised path (:func:`train_bucket`): one compiled program per bucket,
+Vectorised path (:func:`train_bucket`): a bucket of cells is one compiled program,
 
     jit( while_loop( vmap(step_one) ) )
 
-The step counter lives outside the ``vmap`` so it is a plain scalar: the loop stops as soon as
-every cell is done, and the probe schedule is a real branch, not a per-cell select. Per cell:
+run a segment of steps at a time. The step counter lives outside the ``vmap`` so it is a plain
+scalar: the loop stops as soon as every cell is done, and the probe schedule is a real branch,
+not a per-cell select. Between segments finished cells are read out and, once few cells are
+still running, the batch is compacted to them. Per cell:
 
 * at step t the training loss L(θ_t) and its gradient are computed;
 * a cell stops at the first t with L(θ_t) < ``loss_threshold`` (``converged``), at
@@ -158,7 +160,19 @@ def _where_cells(done, old, new):
     return jax.tree.map(lambda o, n: jnp.where(done.reshape((-1,) + (1,) * (n.ndim - 1)), o, n), old, new)
 
 
-def _bucket_program(problem: Problem, cfg: TrainConfig):
+def _take(tree, idx):
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+@dataclass(frozen=True)
+class _Programs:
+    start: Callable  # v -> (data, train, fixed, opt_state)
+    advance: Callable  # (carry, fixed, data, v, t_end) -> carry
+    finish: Callable  # (cells, fixed, data, v, k) -> (metrics, traces)
+    n_log: int
+
+
+def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
     sched = jnp.asarray([s for s in cfg.log_steps if s <= cfg.max_steps] or [-1], dtype=jnp.int32)
     n_log = int(sched.shape[0]) if cfg.log_steps else 0
     start = jax.vmap(lambda v: _start(problem, cfg, v))
@@ -167,85 +181,127 @@ def _bucket_program(problem: Problem, cfg: TrainConfig):
     probe = jax.vmap(lambda t, f, d, v: _probe(problem, t, f, d, v))
     final = jax.vmap(lambda t, f, d: _final_metrics(problem, t, f, d))
 
-    def run(v):
-        data, train, fixed, opt_state = start(v)
-        B = v["lr"].shape[0]
-        dtype = jax.tree.leaves(train)[0].dtype
-        if n_log:
-            shapes = jax.eval_shape(probe, train, fixed, data, v)
-            traces = {k: jnp.full((B, n_log), jnp.nan, dtype) for k in shapes}
-            traces["train_loss"] = jnp.full((B, n_log), jnp.nan, dtype)
-        else:
-            traces = {}
-        carry = dict(
-            t=jnp.int32(0), k=jnp.int32(0), train=train, opt_state=opt_state,
-            done=jnp.zeros(B, bool), status=jnp.full(B, CAP, jnp.int32),
-            stop_step=jnp.full(B, cfg.max_steps, jnp.int32), traces=traces,
-        )  # fmt: skip
+    def advance(c, fixed, data, v, t_end):
+        """Steps t … t_end − 1 (or until every cell is done) of the per-cell loop."""
 
         def cond(c):
-            return (c["t"] <= cfg.max_steps) & ~jnp.all(c["done"])
+            return (c["t"] < t_end) & ~jnp.all(c["cells"]["done"])
 
         def body(c):
-            t = c["t"]
-            loss, grads = loss_and_grad(c["train"], fixed, data)
+            t, k, cell = c["t"], c["k"], c["cells"]
+            loss, grads = loss_and_grad(cell["train"], fixed, data)
             finite = jnp.isfinite(loss)
             hit = loss < cfg.loss_threshold
-            new = ~c["done"] & (hit | ~finite | (t >= cfg.max_steps))
-            status = jnp.where(new, jnp.where(~finite, DIVERGED, jnp.where(hit, CONVERGED, CAP)), c["status"])
-            stop_step = jnp.where(new, t, c["stop_step"])
-            done = c["done"] | new
-
-            traces, k = c["traces"], c["k"]
+            new = ~cell["done"] & (hit | ~finite | (t >= cfg.max_steps))
+            status = jnp.where(new, jnp.where(~finite, DIVERGED, jnp.where(hit, CONVERGED, CAP)), cell["status"])
+            stop_step = jnp.where(new, t, cell["stop_step"])
+            done = cell["done"] | new
+            traces = cell["traces"]
             if n_log:
 
                 def record(args):
                     traces, k = args
-                    vals = probe(c["train"], fixed, data, v)
-                    vals["train_loss"] = loss
-                    # a cell that stopped earlier keeps θ_stop; its probes stay constant
-                    return {n: traces[n].at[:, k].set(vals[n].astype(dtype)) for n in traces}, k + 1
+                    vals = probe(cell["train"], fixed, data, v) | {"train_loss": loss}
+                    # a cell that stopped earlier keeps θ_stop: its probes stay constant
+                    return {n: traces[n].at[:, k].set(vals[n].astype(traces[n].dtype)) for n in traces}, k + 1
 
-                traces, k = jax.lax.cond(
-                    (k < n_log) & (sched[jnp.minimum(k, n_log - 1)] == t), record, lambda a: a, (traces, k)
-                )
-
-            new_train, new_opt = update(grads, c["opt_state"], c["train"], v["lr"])
-            return dict(
-                t=t + 1, k=k, traces=traces, done=done, status=status, stop_step=stop_step,
-                train=_where_cells(done, c["train"], new_train),
-                opt_state=_where_cells(done, c["opt_state"], new_opt),
+                due = (k < n_log) & (sched[jnp.minimum(k, n_log - 1)] == t)
+                traces, k = jax.lax.cond(due, record, lambda a: a, (traces, k))
+            new_train, new_opt = update(grads, cell["opt_state"], cell["train"], v["lr"])
+            cell = dict(
+                done=done, status=status, stop_step=stop_step, traces=traces,
+                train=_where_cells(done, cell["train"], new_train),
+                opt_state=_where_cells(done, cell["opt_state"], new_opt),
             )  # fmt: skip
+            return dict(t=t + 1, k=k, cells=cell)
 
-        c = jax.lax.while_loop(cond, body, carry)
-        out = final(c["train"], fixed, data)
-        out.update(status=c["status"], stop_step=c["stop_step"])
-        traces = c["traces"]
-        if n_log:  # slots after the loop ended hold the probes of θ_stop
-            vals = probe(c["train"], fixed, data, v)
-            vals["train_loss"] = out["train_loss"]
-            late = jnp.arange(n_log)[None, :] >= c["k"]
-            traces = {n: jnp.where(late, vals[n].astype(dtype)[:, None], traces[n]) for n in traces}
+        return jax.lax.while_loop(cond, body, c)
+
+    def finish(cell, fixed, data, v, k):
+        """Metrics of θ (= θ_stop for a stopped cell); trace slots from k on get θ's probes."""
+        out = final(cell["train"], fixed, data) | {"status": cell["status"], "stop_step": cell["stop_step"]}
+        traces = cell["traces"]
+        if n_log:
+            vals = probe(cell["train"], fixed, data, v) | {"train_loss": out["train_loss"]}
+            late = jnp.arange(n_log)[None, :] >= k
+            traces = {n: jnp.where(late, vals[n].astype(traces[n].dtype)[:, None], traces[n]) for n in traces}
         return out, traces
 
-    return jax.jit(run)
+    return _Programs(jax.jit(start), jax.jit(advance), jax.jit(finish), n_log)
 
 
-_PROGRAMS: dict[tuple, Callable] = {}
+_PROGRAMS: dict[tuple, _Programs] = {}
 
 
-def train_bucket(problem: Problem, cfg: TrainConfig, v: dict, cache_key=None):
+def train_bucket(
+    problem: Problem,
+    cfg: TrainConfig,
+    v: dict,
+    cache_key=None,
+    segment: int = 50,
+    shrink: int = 4,
+    min_batch: int = 8,
+):
     """Train a bucket of cells at once. ``v``: dict of per-cell arrays with a leading cell axis
     (must hold ``key`` (B, 2) uint32 and ``lr`` (B,)). Returns (metrics, traces) as numpy,
-    each of shape (B,) / (B, n_log)."""
-    if cache_key is not None:
-        prog = _PROGRAMS.get((cache_key, cfg))
-        if prog is None:
-            prog = _PROGRAMS[(cache_key, cfg)] = _bucket_program(problem, cfg)
-    else:
-        prog = _bucket_program(problem, cfg)
-    out, traces = prog({k: jnp.asarray(x) for k, x in v.items()})
-    return jax.tree.map(np.asarray, out), jax.tree.map(np.asarray, traces)
+    each of shape (B,) / (B, n_log).
+
+    The compiled loop runs ``segment`` steps at a time. Between segments the results of cells
+    that stopped are read out, and once the running cells fill at most 1/``shrink`` of the
+    batch, the batch is compacted to them (padded to a power of two, at least ``min_batch``,
+    with copies of a running cell) so stragglers do not keep the whole batch busy. Batch sizes
+    are powers of two, so a bucket compiles a handful of programs at most. Compaction only
+    regroups cells; each cell's arithmetic is unchanged."""
+    key = (cache_key, cfg)
+    progs = _PROGRAMS.get(key) if cache_key is not None else None
+    if progs is None:
+        progs = _programs(problem, cfg)
+        if cache_key is not None:
+            _PROGRAMS[key] = progs
+    v = {k: jnp.asarray(x) for k, x in v.items()}
+    B = int(v["lr"].shape[0])
+    data, train, fixed, opt_state = progs.start(v)
+    dtype = jax.tree.leaves(train)[0].dtype
+    traces = {}
+    if progs.n_log:
+        names = jax.eval_shape(jax.vmap(lambda t, f, d, w: _probe(problem, t, f, d, w)), train, fixed, data, v)
+        traces = {n: jnp.full((B, progs.n_log), jnp.nan, dtype) for n in [*names, "train_loss"]}
+    c = dict(
+        t=jnp.int32(0), k=jnp.int32(0),
+        cells=dict(train=train, opt_state=opt_state, done=jnp.zeros(B, bool), status=jnp.full(B, CAP, jnp.int32),
+                   stop_step=jnp.full(B, cfg.max_steps, jnp.int32), traces=traces),
+    )  # fmt: skip
+    rows = np.arange(B)  # original index of each row of the current batch; −1 for padding
+    out_m: dict[str, np.ndarray] = {}
+    out_t: dict[str, np.ndarray] = {}
+    reported = np.zeros(B, bool)  # per current row: its result has been read out
+    t = 0
+    while True:
+        t = min(t + segment, cfg.max_steps + 1)
+        c = progs.advance(c, fixed, data, v, t)
+        done = np.asarray(c["cells"]["done"])
+        fresh = done & ~reported & (rows >= 0)
+        if fresh.any():
+            m, tr = progs.finish(c["cells"], fixed, data, v, c["k"])
+            for name, x in m.items():
+                out_m.setdefault(name, np.empty(B, np.asarray(x).dtype))[rows[fresh]] = np.asarray(x)[fresh]
+            for name, x in tr.items():
+                out_t.setdefault(name, np.empty((B, progs.n_log), np.asarray(x).dtype))[rows[fresh]] = np.asarray(x)[
+                    fresh
+                ]
+            reported |= fresh
+        running = np.flatnonzero(~done & (rows >= 0))
+        if len(running) == 0:
+            break
+        size = len(rows)
+        if len(running) * shrink <= size and size > min_batch:
+            new_size = max(min_batch, 1 << int(np.ceil(np.log2(len(running)))))
+            idx = np.concatenate([running, np.full(new_size - len(running), running[0])])
+            c = dict(t=c["t"], k=c["k"], cells=_take(c["cells"], idx))
+            data, fixed, v = _take(data, idx), _take(fixed, idx), _take(v, idx)
+            rows = np.concatenate([rows[running], np.full(new_size - len(running), -1)])
+            reported = np.zeros(new_size, bool)
+    return out_m, out_t
 
 
 # ---------------------------------------------------------------- reference path

@@ -154,9 +154,16 @@ class Fig3(Experiment):
                     plots.band(ax, t, get(name), label)
                 if title == "attention (sample 0)":
                     ax.axhline(1 / spec.M, color="grey", lw=0.8, ls=":", label="uniform 1/M")
-                ax.set_title(f"{regime} (N·SNR² = {s['N·SNR²']:.3g}): {title}")
+                ax.set_title(title)
                 ax.set_xlabel("iteration")
                 ax.legend(fontsize=7)
+            row[0].set_ylabel(f"{regime}: ‖μ‖ = {getattr(spec, f'mu_{regime}'):g}, N = {getattr(spec, f'N_{regime}')}, "
+                              f"N·SNR² = {s['N·SNR²']:.3g}", fontsize=9)  # fmt: skip
+        fig.suptitle(
+            f"{self.id}: d = {spec.d}, M = {spec.M}, d_h = {spec.d_h}, d_v = {spec.d_v}, lr = {spec.lr:g}, "
+            f"init/{spec.init_scale:g}, mean ± std over {spec.reps} repeats",
+            fontsize=9,
+        )
         return plots.save(fig, out, "fig3_dynamics")
 
 
