@@ -86,3 +86,31 @@ def test_bad_input_leaves_existing_results_untouched(tmp_path):
     assert r.exit_code == 2
     after = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_toml_config_sets_fields(tmp_path):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text("N = [2, 4]\nmu = [5.0]\nreps = 1\nsigma_tilde_p = 2.0\n")
+    out = tmp_path / "res"
+    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", out, "--quiet", "--config", cfg,
+               "--set", "reps=2")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(out / "results.parquet").to_pydict()
+    assert sorted(set(t["N"])) == [2, 4] and set(t["sigma_tilde_p"]) == {2.0} and sorted(set(t["rep"])) == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("N = [2, 4\n", "malformed TOML"),
+        ("width = 3\n", "unknown field(s) width"),
+        ("N = [2, -4]\n", "N.1: Input should be greater than 0"),
+        ("sigma_p = -0.2\n", "sigma_p: Input should be greater than 0"),
+    ],
+)
+def test_bad_toml_config(tmp_path, text, needle):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", tmp_path / "res", "--config", cfg)
+    assert r.exit_code == 2
+    assert needle in r.output and "Traceback" not in r.output

@@ -44,10 +44,14 @@ CELLS = [
 
 
 # segments of 3 steps, compaction as soon as half the batch has stopped, down to one cell
-COMPACTING = dict(segment=3, shrink=2, min_batch=1)
+COMPACTING = dict(strategy="vmap", segment=3, shrink=2, min_batch=1)
+SEQUENTIAL = dict(strategy="sequential")
+STRATEGIES = pytest.mark.parametrize(
+    "kw", [dict(strategy="vmap"), COMPACTING, SEQUENTIAL], ids=["vmap", "vmap-compacting", "sequential"]
+)
 
 
-@pytest.mark.parametrize("kw", [{}, COMPACTING], ids=["one-segment", "compacting"])
+@STRATEGIES
 def test_vectorised_equals_reference(family, kw):
     cells = CELLS + [dict(c, rep=c["rep"] + 10, mu=c["mu"] * 1.5) for c in CELLS]
     out = run_bucket(family, cells, **kw)
@@ -58,9 +62,10 @@ def test_vectorised_equals_reference(family, kw):
         assert_same(out, run_reference(family, c), i)
 
 
-def test_vectorised_equals_reference_float32(family):
+@STRATEGIES
+def test_vectorised_equals_reference_float32(family, kw):
     cells = [dict(c, dtype="float32") for c in CELLS]
-    out = run_bucket(family, cells, "float32")
+    out = run_bucket(family, cells, "float32", **kw)
     for i, c in enumerate(cells):
         ref = run_reference(family, c)
         assert out[0]["stop_step"][i] == ref[0]["stop_step"]
@@ -72,18 +77,20 @@ def cell_of(out, i):
     return tuple({k: v[i] for k, v in part.items()} for part in out)
 
 
-def test_a_cell_does_not_depend_on_its_batch(family):
-    alone = cell_of(run_bucket(family, [CELLS[0]]), 0)
-    together = run_bucket(family, CELLS)  # padded to N = 8, other cells stop later
-    shuffled = run_bucket(family, [CELLS[2], CELLS[1], CELLS[0]], **COMPACTING)
+@STRATEGIES
+def test_a_cell_does_not_depend_on_its_batch(family, kw):
+    alone = cell_of(run_bucket(family, [CELLS[0]], strategy="vmap"), 0)
+    together = run_bucket(family, CELLS, **kw)  # padded to N = 8, other cells stop later
+    shuffled = run_bucket(family, [CELLS[2], CELLS[1], CELLS[0]], **kw)
     assert_same(together, alone, 0)
     assert_same(shuffled, alone, 2)
 
 
-def test_divergence_is_confined_to_its_cell(family):
+@STRATEGIES
+def test_divergence_is_confined_to_its_cell(family, kw):
     bad = tiny_cell(dtype="float64", mu=50.0, lr=float("inf"), max_steps=30, rep=7)
     good = tiny_cell(dtype="float64", mu=3.0, lr=0.1, max_steps=30)
-    out = run_bucket(family, [bad, good], **COMPACTING)
+    out = run_bucket(family, [bad, good], **kw)
     assert out[0]["status"][0] == DIVERGED
     assert np.isfinite(out[0]["train_loss"][1])
     alone = run_bucket(family, [good])
@@ -91,9 +98,10 @@ def test_divergence_is_confined_to_its_cell(family):
         np.testing.assert_allclose(out[0][k][1], alone[0][k][0], rtol=1e-12, err_msg=k)
 
 
-def test_stop_rule_records_the_first_step_below_threshold(family):
+@STRATEGIES
+def test_stop_rule_records_the_first_step_below_threshold(family, kw):
     cell = tiny_cell(dtype="float64", mu=8.0, N=4, lr=0.5, loss_threshold=0.1, max_steps=200, log_every=1)
-    (out, traces) = run_bucket(family, [cell])
+    (out, traces) = run_bucket(family, [cell], **kw)
     t = out["stop_step"][0]
     assert out["status"][0] == CONVERGED
     losses = traces["train_loss"][0]
@@ -108,10 +116,11 @@ def test_cap_status_and_no_early_stop(family):
     assert out["status"][0] == CAP and out["stop_step"][0] == 15
 
 
-def test_optimisers_match_reference(family):
+@STRATEGIES
+def test_optimisers_match_reference(family, kw):
     for opt in ("momentum", "adam"):
         cell = tiny_cell(dtype="float64", optimizer=opt, lr=0.01, max_steps=25, log_every=5)
-        assert_same(run_bucket(family, [cell, dict(cell, rep=3)]), run_reference(family, cell), 0)
+        assert_same(run_bucket(family, [cell, dict(cell, rep=3)], **kw), run_reference(family, cell), 0)
 
 
 def test_log_schedule():
@@ -122,3 +131,8 @@ def test_log_schedule():
         TrainConfig(max_steps=-1)
     with pytest.raises(ValueError, match="optimizer"):
         TrainConfig(optimizer="lbfgs")
+
+
+def test_unknown_strategy(family):
+    with pytest.raises(ValueError, match="strategy"):
+        run_bucket(family, [tiny_cell(dtype="float64")], strategy="pmap")

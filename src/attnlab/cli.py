@@ -32,6 +32,9 @@ def reproduce_cmd(
     sets: Annotated[
         list[str] | None, typer.Option("--set", help="override a field or grid axis: name=v1,v2,... (repeatable)")
     ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML file of field values (applied before --set)")
+    ] = None,
     executor: Annotated[str, typer.Option(help="local")] = "local",
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
 ) -> None:
@@ -39,7 +42,7 @@ def reproduce_cmd(
     try:
         exp = get(exp_id)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
-        verdict = reproduce(exp, scale, target, sets=sets or [], executor=executor, progress=not quiet)
+        verdict = reproduce(exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config)
     except (AttnlabError, ValueError) as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

@@ -3,14 +3,17 @@
 A :class:`Problem` is the model/data/loss plug-in; everything in it acts on *one* cell. The
 trainer knows nothing about any particular paper.
 
-Vectorised path (:func:`train_bucket`): a bucket of cells is one compiled program,
+Vectorised path (:func:`train_bucket`): a bucket of cells is one compiled program built from
+batched (``vmap``-ed) per-cell functions, in one of two strategies:
 
-    jit( while_loop( vmap(step_one) ) )
+    vmap        jit( while_loop( vmap(step_one) ) ), in segments, compacting the batch to the
+                cells still running (accelerators: fills the device)
+    sequential  jit( lax.map( cell -> while_loop(step) ) ), each cell to its own stop step
+                (CPU: a vmapped step costs as much per cell as a single one, so this avoids
+                waiting for stragglers and padding)
 
-run a segment of steps at a time. The step counter lives outside the ``vmap`` so it is a plain
-scalar: the loop stops as soon as every cell is done, and the probe schedule is a real branch,
-not a per-cell select. Between segments finished cells are read out and, once few cells are
-still running, the batch is compacted to them. Per cell:
+The step counter lives outside the ``vmap`` so it is a plain scalar: the loop stops as soon as
+every cell is done, and the probe schedule is a real branch, not a per-cell select. Per cell:
 
 * at step t the training loss L(θ_t) and its gradient are computed;
 * a cell stops at the first t with L(θ_t) < ``loss_threshold`` (``converged``), at
@@ -166,9 +169,10 @@ def _take(tree, idx):
 
 @dataclass(frozen=True)
 class _Programs:
-    start: Callable  # v -> (data, train, fixed, opt_state)
+    begin: Callable  # v -> (carry, fixed, data)
     advance: Callable  # (carry, fixed, data, v, t_end) -> carry
     finish: Callable  # (cells, fixed, data, v, k) -> (metrics, traces)
+    sequential: Callable  # v -> (metrics, traces): every cell's whole loop, one cell after another
     n_log: int
 
 
@@ -217,6 +221,19 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
 
         return jax.lax.while_loop(cond, body, c)
 
+    def begin(v):
+        data, train, fixed, opt_state = start(v)
+        B = v["lr"].shape[0]
+        traces = {}
+        if n_log:
+            names = [*jax.eval_shape(probe, train, fixed, data, v), "train_loss"]
+            traces = {n: jnp.full((B, n_log), jnp.nan, jax.tree.leaves(train)[0].dtype) for n in names}
+        cells = dict(
+            train=train, opt_state=opt_state, done=jnp.zeros(B, bool), status=jnp.full(B, CAP, jnp.int32),
+            stop_step=jnp.full(B, cfg.max_steps, jnp.int32), traces=traces,
+        )  # fmt: skip
+        return dict(t=jnp.int32(0), k=jnp.int32(0), cells=cells), fixed, data
+
     def finish(cell, fixed, data, v, k):
         """Metrics of θ (= θ_stop for a stopped cell); trace slots from k on get θ's probes."""
         out = final(cell["train"], fixed, data) | {"status": cell["status"], "stop_step": cell["stop_step"]}
@@ -227,10 +244,22 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
             traces = {n: jnp.where(late, vals[n].astype(traces[n].dtype)[:, None], traces[n]) for n in traces}
         return out, traces
 
-    return _Programs(jax.jit(start), jax.jit(advance), jax.jit(finish), n_log)
+    def one_cell(v1):  # the batched functions on a batch of one cell, run to its own stop
+        v1 = jax.tree.map(lambda x: x[None], v1)
+        c, fixed, data = begin(v1)
+        c = advance(c, fixed, data, v1, cfg.max_steps + 1)
+        return jax.tree.map(lambda x: x[0], finish(c["cells"], fixed, data, v1, c["k"]))
+
+    sequential = jax.jit(lambda v: jax.lax.map(one_cell, v))
+    return _Programs(jax.jit(begin), jax.jit(advance), jax.jit(finish), sequential, n_log)
 
 
 _PROGRAMS: dict[tuple, _Programs] = {}
+
+
+def default_strategy() -> str:
+    """``sequential`` on CPU, ``vmap`` on accelerators (see :func:`train_bucket`)."""
+    return "sequential" if jax.default_backend() == "cpu" else "vmap"
 
 
 def train_bucket(
@@ -238,20 +267,30 @@ def train_bucket(
     cfg: TrainConfig,
     v: dict,
     cache_key=None,
+    strategy: str | None = None,
     segment: int = 50,
     shrink: int = 4,
     min_batch: int = 8,
 ):
-    """Train a bucket of cells at once. ``v``: dict of per-cell arrays with a leading cell axis
-    (must hold ``key`` (B, 2) uint32 and ``lr`` (B,)). Returns (metrics, traces) as numpy,
-    each of shape (B,) / (B, n_log).
+    """Train a bucket of cells in one compiled program. ``v``: dict of per-cell arrays with a
+    leading cell axis (must hold ``key`` (B, 2) uint32 and ``lr`` (B,)). Returns
+    (metrics, traces) as numpy, each of shape (B,) / (B, n_log).
 
-    The compiled loop runs ``segment`` steps at a time. Between segments the results of cells
-    that stopped are read out, and once the running cells fill at most 1/``shrink`` of the
-    batch, the batch is compacted to them (padded to a power of two, at least ``min_batch``,
-    with copies of a running cell) so stragglers do not keep the whole batch busy. Batch sizes
-    are powers of two, so a bucket compiles a handful of programs at most. Compaction only
-    regroups cells; each cell's arithmetic is unchanged."""
+    ``strategy="vmap"``: all cells step together, ``jit(while_loop(vmap(step)))``, ``segment``
+    steps at a time. Between segments the results of cells that stopped are read out, and once
+    the running cells fill at most 1/``shrink`` of the batch, the batch is compacted to them
+    (padded to a power of two, at least ``min_batch``, with copies of a running cell) so
+    stragglers do not keep the whole batch busy.
+
+    ``strategy="sequential"``: ``jit(lax.map(cell → its own loop))``: the same batched functions
+    on one cell at a time, each running to its own stop step. On a CPU a vmapped step is no
+    cheaper per cell than a single one (the work is compute-bound), so this avoids the
+    straggler and padding cost; on an accelerator ``vmap`` fills the device.
+
+    Either way each cell's arithmetic is the same; tests check both against the reference."""
+    strategy = strategy or default_strategy()
+    if strategy not in ("vmap", "sequential"):
+        raise ValueError(f"strategy must be 'vmap' or 'sequential', got {strategy!r}")
     key = (cache_key, cfg)
     progs = _PROGRAMS.get(key) if cache_key is not None else None
     if progs is None:
@@ -259,18 +298,10 @@ def train_bucket(
         if cache_key is not None:
             _PROGRAMS[key] = progs
     v = {k: jnp.asarray(x) for k, x in v.items()}
+    if strategy == "sequential":
+        return jax.tree.map(np.asarray, progs.sequential(v))
     B = int(v["lr"].shape[0])
-    data, train, fixed, opt_state = progs.start(v)
-    dtype = jax.tree.leaves(train)[0].dtype
-    traces = {}
-    if progs.n_log:
-        names = jax.eval_shape(jax.vmap(lambda t, f, d, w: _probe(problem, t, f, d, w)), train, fixed, data, v)
-        traces = {n: jnp.full((B, progs.n_log), jnp.nan, dtype) for n in [*names, "train_loss"]}
-    c = dict(
-        t=jnp.int32(0), k=jnp.int32(0),
-        cells=dict(train=train, opt_state=opt_state, done=jnp.zeros(B, bool), status=jnp.full(B, CAP, jnp.int32),
-                   stop_step=jnp.full(B, cfg.max_steps, jnp.int32), traces=traces),
-    )  # fmt: skip
+    c, fixed, data = progs.begin(v)
     rows = np.arange(B)  # original index of each row of the current batch; −1 for padding
     out_m: dict[str, np.ndarray] = {}
     out_t: dict[str, np.ndarray] = {}
@@ -282,13 +313,11 @@ def train_bucket(
         done = np.asarray(c["cells"]["done"])
         fresh = done & ~reported & (rows >= 0)
         if fresh.any():
-            m, tr = progs.finish(c["cells"], fixed, data, v, c["k"])
+            m, tr = jax.tree.map(np.asarray, progs.finish(c["cells"], fixed, data, v, c["k"]))
             for name, x in m.items():
-                out_m.setdefault(name, np.empty(B, np.asarray(x).dtype))[rows[fresh]] = np.asarray(x)[fresh]
+                out_m.setdefault(name, np.empty(B, x.dtype))[rows[fresh]] = x[fresh]
             for name, x in tr.items():
-                out_t.setdefault(name, np.empty((B, progs.n_log), np.asarray(x).dtype))[rows[fresh]] = np.asarray(x)[
-                    fresh
-                ]
+                out_t.setdefault(name, np.empty((B, progs.n_log), x.dtype))[rows[fresh]] = x[fresh]
             reported |= fresh
         running = np.flatnonzero(~done & (rows >= 0))
         if len(running) == 0:

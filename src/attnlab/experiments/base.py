@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+import tomllib
 import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -75,10 +76,13 @@ class Experiment:
 
     # ------------------------------------------------------------ spec handling
 
-    def spec(self, scale: str, sets: list[str] | None = None):
+    def spec(self, scale: str, sets: list[str] | None = None, config: Path | None = None):
+        """The scale's values, then a TOML config's, then ``--set`` overrides, validated."""
         if scale not in self.scales:
             raise AttnlabError(f"--scale: unknown {scale!r}; valid: {', '.join(self.scales)}")
         values = dict(self.scales[scale])
+        if config is not None:
+            values.update(load_toml(self.Spec, config))
         values.update(parse_sets(self.Spec, sets or []))
         try:
             return self.Spec(**values)
@@ -114,6 +118,23 @@ def parse_sets(Spec: type[BaseModel], sets: list[str]) -> dict[str, Any]:
     return out
 
 
+def load_toml(Spec: type[BaseModel], path: Path) -> dict[str, Any]:
+    """Field values from a TOML file (top-level keys = spec fields)."""
+    try:
+        with open(path, "rb") as f:
+            values = tomllib.load(f)
+    except OSError as e:
+        raise AttnlabError(f"--config {path}: cannot read ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise AttnlabError(f"--config {path}: malformed TOML: {e}") from None
+    unknown = [k for k in values if k not in Spec.model_fields]
+    if unknown:
+        raise AttnlabError(
+            f"--config {path}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(Spec.model_fields)}"
+        )
+    return values
+
+
 def format_validation_error(e: ValidationError) -> str:
     parts = []
     for err in e.errors():
@@ -137,12 +158,13 @@ def reproduce(
     sets: list[str] | None = None,
     executor: str = "local",
     progress: bool = True,
+    config: Path | None = None,
 ) -> dict:
     """Run (or resume) the experiment into ``out``; write results.parquet, figures,
     verdict.json and report.html. Returns the verdict."""
     from attnlab import report  # heavy imports only when a run happens
 
-    spec = exp.spec(scale, sets)
+    spec = exp.spec(scale, sets, config)
     cells = exp.cells(spec)
     if not cells:
         raise AttnlabError("spec: the grid is empty")

@@ -19,10 +19,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A temporary file next to ``path`` (same file system, so os.replace is atomic), with the
+    permissions a plain open() would give instead of mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_umask())
+    return fd, tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -36,8 +50,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_table(path: Path, table: pa.Table) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(path)
     os.close(fd)
     try:
         pq.write_table(table, tmp)
