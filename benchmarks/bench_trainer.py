@@ -43,9 +43,7 @@ def main():
     static = {f: cells[0][f] for f in FAMILY.static_fields}
     cfg = FAMILY.train_config(static)
     n_pad = max(c["N"] for c in cells)
-    inputs = lambda cs: {
-        k: (x.astype("float32") if x.dtype.kind == "f" else x) for k, x in grid.batch_inputs(FAMILY, cs).items()
-    }
+    inputs = lambda cs: grid.batch_inputs(FAMILY, cs)
 
     def timed(fn):
         t = time.perf_counter()

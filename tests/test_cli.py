@@ -67,15 +67,18 @@ def test_set_overrides_axes_and_fields(tmp_path):
         (["reproduce", "jiang2024-fig1", "--set", "lr=0.1,0.2"], "--set lr: takes one value"),
         (["reproduce", "jiang2024-fig1", "--set", "mu"], "expected name=value"),
         (["reproduce", "jiang2024-fig3", "--set", "regime=neutral"], "regime: unknown regime"),
-        (["reproduce", "jiang2024-fig1", "--executor", "spark"], "executor: unknown 'spark'"),
+        (["reproduce", "jiang2024-fig1", "--executor", "spark"], "--executor: unknown 'spark'"),
+        (["reproduce", "jiang2024-fig1", "--set", "mu=inf"], "mu.0: Input should be a finite number"),
+        (["reproduce", "jiang2024-fig1", "--set", "loss_threshold=nan"], "loss_threshold: Input should be a finite"),
+        (["reproduce", "jiang2024-fig3", "--set", "N_benign=5"], "N_benign: must be even"),
     ],
 )
 def test_bad_input_gives_one_clear_error(tmp_path, args, needle):
     extra = [] if "--scale" in args else ["--scale", "smoke"]
     r = invoke(*args, "--out", tmp_path / "res", *extra)
-    assert r.exit_code == 2
+    assert r.exit_code == 2, r.output
     assert needle in r.output
-    assert "Traceback" not in r.output
+    assert isinstance(r.exception, SystemExit)  # a clean exit, not an escaped exception
 
 
 def test_bad_input_leaves_existing_results_untouched(tmp_path):
@@ -106,11 +109,20 @@ def test_toml_config_sets_fields(tmp_path):
         ("width = 3\n", "unknown field(s) width"),
         ("N = [2, -4]\n", "N.1: Input should be greater than 0"),
         ("sigma_p = -0.2\n", "sigma_p: Input should be greater than 0"),
+        (b"N = [2]\xff\n", "malformed TOML"),
     ],
 )
 def test_bad_toml_config(tmp_path, text, needle):
     cfg = tmp_path / "bad.toml"
-    cfg.write_text(text)
+    cfg.write_bytes(text if isinstance(text, bytes) else text.encode())
     r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", tmp_path / "res", "--config", cfg)
-    assert r.exit_code == 2
-    assert needle in r.output and "Traceback" not in r.output
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and isinstance(r.exception, SystemExit)
+
+
+def test_out_must_be_a_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("keep me")
+    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", f)
+    assert r.exit_code == 2 and "exists and is not a directory" in r.output
+    assert f.read_text() == "keep me"

@@ -14,14 +14,14 @@ METRICS = ("train_loss", "train_error", "test_loss", "test_error", "stop_step", 
 def run_bucket(family, cells, dtype="float64", **kw):
     static = {f: cells[0][f] for f in family.static_fields}
     n_pad = max(c["N"] for c in cells)
-    v = {k: x.astype(dtype) if x.dtype.kind == "f" else x for k, x in grid.batch_inputs(family, cells).items()}
+    v = grid.batch_inputs(family, cells, dtype)
     with jax.enable_x64(dtype == "float64"):
         return train_bucket(family.problem(static, n_pad), family.train_config(static), v, **kw)
 
 
 def run_reference(family, cell):
     static = {f: cell[f] for f in family.static_fields}
-    v = {k: x[0] for k, x in grid.batch_inputs(family, [cell]).items()}
+    v = {k: x[0] for k, x in grid.batch_inputs(family, [cell], cell["dtype"]).items()}
     with jax.enable_x64(cell["dtype"] == "float64"):
         # the reference draws exactly N samples: no padding at all
         return train_reference(family.problem(static, cell["N"]), family.train_config(static), v)

@@ -43,7 +43,7 @@ def reproduce_cmd(
         exp = get(exp_id)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
         verdict = reproduce(exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config)
-    except (AttnlabError, ValueError) as e:
+    except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     table = Table(title=f"{exp_id} ({scale}): {verdict['cells']} cells, {verdict['runtime_s']:.1f} s")

@@ -48,6 +48,10 @@ class Estimate:
         r = lambda x: float(np.round(x, digits)) if np.isfinite(x) else None
         return {"value": r(self.value), "ci95": [r(self.lo), r(self.hi)], "n_boot": self.n_boot}
 
+    @classmethod
+    def missing(cls) -> Estimate:
+        return cls(np.nan, np.nan, np.nan, 0)
+
 
 def bootstrap(stat, n: int, n_boot: int, seed: int = 0) -> tuple[float, float, float]:
     """Point value stat(all indices) and the percentile 95 % interval over resampled cells."""

@@ -89,11 +89,13 @@ OPTIMIZERS: dict[str, Callable[..., optax.GradientTransformation]] = {
 }
 
 
-def log_schedule(max_steps: int, n: int | None = None, every: int | None = None) -> tuple[int, ...]:
-    """Steps at which probes are recorded: every ``every`` steps, or ``n`` log-spaced steps;
-    always includes 0 and ``max_steps``."""
+def log_schedule(
+    max_steps: int, n: int | None = None, every: int | None = None, dense_until: int = 0
+) -> tuple[int, ...]:
+    """Steps at which probes are recorded: every ``every`` steps (and every step before
+    ``dense_until``), or ``n`` log-spaced steps; always includes 0 and ``max_steps``."""
     if every:
-        s = set(range(0, max_steps + 1, every))
+        s = set(range(0, max_steps + 1, every)) | set(range(min(dense_until, max_steps + 1)))
     else:
         s = set(np.unique(np.round(np.geomspace(1, max_steps + 1, n or 50) - 1).astype(int)).tolist())
     return tuple(sorted(s | {0, max_steps}))
@@ -291,6 +293,8 @@ def train_bucket(
     strategy = strategy or default_strategy()
     if strategy not in ("vmap", "sequential"):
         raise ValueError(f"strategy must be 'vmap' or 'sequential', got {strategy!r}")
+    if shrink < 2 or segment < 1 or min_batch < 1:
+        raise ValueError("need shrink >= 2, segment >= 1, min_batch >= 1")
     key = (cache_key, cfg)
     progs = _PROGRAMS.get(key) if cache_key is not None else None
     if progs is None:

@@ -19,13 +19,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
 from attnlab.sweep import grid
-from attnlab.sweep.executors import run_cells
+from attnlab.sweep.executors import EXECUTORS, run_cells
 from attnlab.sweep.store import Store, atomic_write_bytes
+from attnlab.train import default_strategy
 
 SCALES = ("smoke", "cpu", "paper")
 
@@ -90,6 +92,11 @@ class Experiment:
             raise AttnlabError(format_validation_error(e)) from None
 
 
+def rounded(x, digits: int = 4):
+    """A JSON-friendly float (None for NaN/inf/None)."""
+    return float(np.round(x, digits)) if x is not None and np.isfinite(x) else None
+
+
 def _is_list(annotation) -> bool:
     return typing.get_origin(annotation) in (list, tuple)
 
@@ -125,7 +132,7 @@ def load_toml(Spec: type[BaseModel], path: Path) -> dict[str, Any]:
             values = tomllib.load(f)
     except OSError as e:
         raise AttnlabError(f"--config {path}: cannot read ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise AttnlabError(f"--config {path}: malformed TOML: {e}") from None
     unknown = [k for k in values if k not in Spec.model_fields]
     if unknown:
@@ -164,12 +171,19 @@ def reproduce(
     verdict.json and report.html. Returns the verdict."""
     from attnlab import report  # heavy imports only when a run happens
 
+    if executor not in EXECUTORS:
+        raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(EXECUTORS)}")
     spec = exp.spec(scale, sets, config)
     cells = exp.cells(spec)
     if not cells:
         raise AttnlabError("spec: the grid is empty")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise AttnlabError(f"--out {out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
     t0 = time.perf_counter()
     store = Store(out)
     trained = run_cells(
@@ -187,6 +201,8 @@ def reproduce(
         "cells_trained_now": trained,
         "runtime_s": round(runtime, 3),
         "train_seconds_total": float(np.sum(cols["seconds"])),
+        "backend": jax.default_backend(),
+        "strategy": default_strategy(),
         "claims": [c.to_json() for c in analysis.claims],
     }
     atomic_write_bytes(out / "spec.json", json.dumps(spec.model_dump(), indent=2).encode())

@@ -30,7 +30,7 @@ ASSUMPTIONS = (
 class ModelSpec(BaseModel):
     """Data, model and training fields shared by the Jiang et al. experiments."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     M: int = Field(16, ge=3, description="tokens per sample (signal, strong noise, M−2 weak noise)")
     d: PositiveInt = Field(1024, description="token dimension")
@@ -75,7 +75,7 @@ class Family:
     name = "jiang2024"
     static_fields = (
         "M", "d", "d_h", "d_v", "projected", "init_scale", "tau", "train_w_O", "optimizer",
-        "max_steps", "loss_threshold", "n_test", "dtype", "log_every",
+        "max_steps", "loss_threshold", "n_test", "dtype", "log_every", "log_dense_until",
     )  # fmt: skip
     dynamic_fields = ("mu", "sigma_p", "sigma_tilde_p", "N", "lr")
     size_field = "N"
@@ -110,7 +110,11 @@ class Family:
         )
 
     def train_config(self, s: dict) -> TrainConfig:
-        logs = log_schedule(s["max_steps"], every=s["log_every"]) if s["log_every"] else ()
+        logs = (
+            log_schedule(s["max_steps"], every=s["log_every"], dense_until=s["log_dense_until"])
+            if s["log_every"]
+            else ()
+        )
         return TrainConfig(
             max_steps=s["max_steps"], loss_threshold=s["loss_threshold"], optimizer=s["optimizer"], log_steps=logs
         )
@@ -131,4 +135,4 @@ FAMILY = Family()
 def tiny_cell(**kw) -> dict:
     """A complete cell small enough to train in well under a second (tests, examples)."""
     base = ModelSpec(M=4, d=12, d_h=6, d_v=5, n_test=10, max_steps=40, lr=0.1).cell_fields()
-    return base | {"log_every": 0, "mu": 3.0, "N": 6, "rep": 0} | kw
+    return base | {"log_every": 0, "log_dense_until": 0, "mu": 3.0, "N": 6, "rep": 0} | kw

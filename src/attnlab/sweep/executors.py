@@ -20,13 +20,13 @@ from attnlab.train import STATUS_NAMES, train_bucket
 EXECUTORS = ("local",)
 
 
-def rows_for_chunk(family: grid.Family, static: dict, cells: list[dict]) -> list[dict]:
-    """Train one chunk of cells (one bucket) and return one row per cell."""
-    n_pad = max(c[family.size_field] for c in cells)
+def rows_for_chunk(family: grid.Family, static: dict, cells: list[dict], n_pad: int) -> list[dict]:
+    """Train one chunk of cells (one bucket), their data padded to ``n_pad`` samples; return
+    one row per cell."""
     problem = family.problem(static, n_pad)
     cfg = family.train_config(static)
     dtype = static.get("dtype", "float32")
-    v = {k: x.astype(dtype) if x.dtype.kind == "f" else x for k, x in grid.batch_inputs(family, cells).items()}
+    v = grid.batch_inputs(family, cells, dtype)
     t0 = time.perf_counter()
     with jax.enable_x64(dtype == "float64"):
         out, traces = train_bucket(problem, cfg, v, cache_key=(family.name, tuple(static.items()), n_pad))
@@ -59,23 +59,29 @@ def run_cells(
     if executor not in EXECUTORS:
         raise ValueError(f"executor: unknown {executor!r}; available: {', '.join(EXECUTORS)}")
     done = store.done_ids()
-    todo = [c for c in cells if grid.cell_id(c) not in done]
+    # Chunks (and so each cell's padded N) are planned over *all* cells, finished or not, so a
+    # resumed run trains every remaining cell exactly as an uninterrupted run would.
+    plan = []
+    for key, bucket in grid.buckets(family, cells).items():
+        static = dict(key)
+        for chunk in grid.chunks(family, static, bucket, memory_budget):
+            n_pad = max(c[family.size_field] for c in chunk)
+            todo = [c for c in chunk if grid.cell_id(c) not in done]
+            if todo:
+                plan.append((static, todo, n_pad))
+    todo = sum(len(ch) for _, ch, _ in plan)
     if not todo:
         return 0
-    plan = []
-    for key, bucket in grid.buckets(family, todo).items():
-        static = dict(key)
-        plan += [(static, ch) for ch in grid.chunks(family, static, bucket, memory_budget)]
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]  # fmt: skip
     with Progress(*columns, disable=not progress, transient=False) as bar:
-        task = bar.add_task(f"{family.name}: {len(todo)} cells in {len(plan)} chunk(s)", total=len(todo), rate="")
+        task = bar.add_task(f"{family.name}: {len(plan)} chunk(s)", total=todo, rate="")
         t0 = time.perf_counter()
         n = 0
-        for static, chunk in plan:
-            store.write_part(rows_for_chunk(family, static, chunk))
+        for static, chunk, n_pad in plan:
+            store.write_part(rows_for_chunk(family, static, chunk, n_pad))
             n += len(chunk)
             bar.update(task, advance=len(chunk), rate=f"{n / (time.perf_counter() - t0):.1f} cells/s")
             if on_chunk:
                 on_chunk(n)
-    return len(todo)
+    return todo

@@ -62,18 +62,22 @@ def buckets(family: Family, cells: list[dict]) -> dict[tuple, list[dict]]:
     return dict(out)
 
 
-def chunks(family: Family, static: dict, cells: list[dict], memory_budget: float) -> Iterator[list[dict]]:
-    """Split a bucket into chunks whose estimated memory stays under ``memory_budget`` bytes.
+def chunks(
+    family: Family, static: dict, cells: list[dict], memory_budget: float, max_cells: int = 200
+) -> Iterator[list[dict]]:
+    """Split a bucket into chunks whose estimated memory stays under ``memory_budget`` bytes and
+    that hold at most ``max_cells`` cells (the unit of progress and of loss on interruption).
     Cells are sorted by sample count first, so a chunk pads as little as possible."""
     cells = sorted(cells, key=lambda c: c[family.size_field])
     n_pad = max(c[family.size_field] for c in cells)
-    size = max(1, int(memory_budget // max(1, family.cell_bytes(static, n_pad))))
+    size = max(1, min(max_cells, int(memory_budget // max(1, family.cell_bytes(static, n_pad)))))
     for i in range(0, len(cells), size):
         yield cells[i : i + size]
 
 
-def batch_inputs(family: Family, cells: list[dict]) -> dict[str, np.ndarray]:
-    """Per-cell inputs of a chunk: the dynamic fields and each cell's key."""
+def batch_inputs(family: Family, cells: list[dict], dtype: str = "float32") -> dict[str, np.ndarray]:
+    """Per-cell inputs of a chunk: the dynamic fields (floats in ``dtype``) and each cell's key."""
     v = {f: np.asarray([c[f] for c in cells]) for f in family.dynamic_fields}
+    v = {f: x.astype(dtype) if x.dtype.kind == "f" else x for f, x in v.items()}
     v["key"] = np.stack([cell_key(cell_id(c)) for c in cells])
     return v

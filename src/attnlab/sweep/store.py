@@ -19,10 +19,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()  # read once: os.umask can only be read by setting it
 
 
 def _temp_beside(path: Path) -> tuple[int, str]:
@@ -30,7 +33,7 @@ def _temp_beside(path: Path) -> tuple[int, str]:
     permissions a plain open() would give instead of mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.chmod(tmp, 0o666 & ~_umask())
+    os.chmod(tmp, 0o666 & ~_UMASK)
     return fd, tmp
 
 
@@ -51,9 +54,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_table(path: Path, table: pa.Table) -> None:
     path = Path(path)
     fd, tmp = _temp_beside(path)
-    os.close(fd)
     try:
-        pq.write_table(table, tmp)
+        with os.fdopen(fd, "wb") as f:
+            pq.write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -83,15 +88,16 @@ class Store:
         return path
 
     def assemble(self, ids: list[str]) -> pa.Table:
-        """One row per requested id (first occurrence if a cell was written twice), in the
-        order of ``ids``; written atomically to DIR/results.parquet."""
+        """One row per requested id, in the order of ``ids``; written atomically to
+        DIR/results.parquet. A cell written twice (a chunk retrained after a crash between its
+        part landing and the next start) is taken from the first part by file name."""
         files = self._part_files()
         con = duckdb.connect()
         con.register("wanted", pa.table({"id": ids, "_order": list(range(len(ids)))}))
         table = con.sql(
-            f"""SELECT p.* EXCLUDE (_rn) FROM (
-                  SELECT *, row_number() OVER (PARTITION BY id ORDER BY id) AS _rn
-                  FROM read_parquet({files!r}, union_by_name=true)) p
+            f"""SELECT p.* EXCLUDE (_rn, filename) FROM (
+                  SELECT *, row_number() OVER (PARTITION BY id ORDER BY filename) AS _rn
+                  FROM read_parquet({files!r}, union_by_name=true, filename=true)) p
                 JOIN wanted w USING (id) WHERE _rn = 1 ORDER BY w._order"""
         ).arrow()
         if isinstance(table, pa.RecordBatchReader):
