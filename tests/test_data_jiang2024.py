@@ -38,7 +38,7 @@ def test_projected_noise_is_orthogonal_to_signals():
     assert np.all(X[:, 1:, :2] == 0)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(n=st.integers(1, 8), extra=st.integers(1, 8), seed=st.integers(0, 2**31 - 1))
 def test_a_sample_does_not_depend_on_how_many_are_drawn(n, extra, seed):
     key = jax.random.PRNGKey(seed)

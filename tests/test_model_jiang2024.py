@@ -73,3 +73,26 @@ def test_gradients_match_finite_differences():
                 minus = {**params, name: params[name] - eps * direction}
                 fd = (L(plus) - L(minus)) / (2 * eps)
                 assert float(jnp.sum(g[name] * direction)) == pytest.approx(float(fd), rel=1e-6, abs=1e-10)
+
+
+def test_probes_by_hand():
+    from attnlab import probes
+    from attnlab.data import jiang2024 as data
+
+    hp = model.Hparams(M=5, d=8, d_h=4, d_v=3, init_scale=1.0)
+    params = model.init(jax.random.PRNGKey(5), hp)
+    X, y = data.dataset(jax.random.PRNGKey(6), 4, mu_norm=2.0, sigma_p=0.2, sigma_tilde_p=4.0, M=5, d=8)
+    Xt, yt = data.dataset(jax.random.PRNGKey(7), 6, mu_norm=2.0, sigma_p=0.2, sigma_tilde_p=4.0, M=5, d=8)
+    batch = {"X": X, "y": y, "mask": jnp.array([True, True, True, False]), "X_test": Xt, "y_test": yt}
+    p = probes.jiang2024(params, batch, {}, hp)
+    Wvw = np.asarray(params["W_V"] @ params["w_O"])
+    W_QK = np.asarray(params["W_Q"] @ params["W_K"].T)
+    assert float(p["V_signal"]) == pytest.approx(2.0 * Wvw[0], rel=1e-5)  # μ₊ = 2·e₁
+    assert float(p["qk_signal_signal"]) == pytest.approx(4.0 * W_QK[0, 0], rel=1e-4)
+    assert float(p["qk_weak_strong"]) == pytest.approx(float(X[0, 2] @ W_QK @ X[0, 1]), rel=1e-4)
+    a_bar = [reference_f(params, X[i])[1] for i in range(4)]
+    assert float(p["attn_signal"]) == pytest.approx(a_bar[0][0], rel=1e-5)
+    assert float(p["attn_strong_mean"]) == pytest.approx(np.mean([a[1] for a in a_bar[:3]]), rel=1e-5)
+    assert float(p["attn_signal"] + p["attn_strong"] + p["attn_weak"]) == pytest.approx(1.0, rel=1e-6)
+    f_test = np.array([reference_f(params, Xt[i])[0] for i in range(6)])
+    assert float(p["test_loss"]) == pytest.approx(np.mean(np.log1p(np.exp(-np.asarray(yt) * f_test))), rel=1e-4)

@@ -104,21 +104,20 @@ def log_schedule(
 # ---------------------------------------------------------------- one cell
 
 
+def forward(problem: Problem, params: Params, X):
+    """f(X_i) for every sample."""
+    return jax.vmap(lambda x: problem.apply(params, x)[0])(X)
+
+
+def masked_mean(values, mask=None):
+    """(1/N) Σ_{i: mask_i} values_i: the mean over the real (unpadded) samples."""
+    if mask is None:
+        return values.mean()
+    return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.sum(mask)
+
+
 def mean_loss(problem: Problem, params: Params, X, y, mask=None):
-    """(1/N) Σ_{i: mask_i} ℓ(f(X_i), y_i) over the real (unpadded) samples."""
-    f = jax.vmap(lambda x: problem.apply(params, x)[0])(X)
-    ell = problem.loss(f, y)
-    if mask is None:
-        return ell.mean()
-    return jnp.sum(jnp.where(mask, ell, 0.0)) / jnp.sum(mask)
-
-
-def mean_error(problem: Problem, params: Params, X, y, mask=None):
-    f = jax.vmap(lambda x: problem.apply(params, x)[0])(X)
-    wrong = (jnp.sign(f) != y).astype(f.dtype)
-    if mask is None:
-        return wrong.mean()
-    return jnp.sum(jnp.where(mask, wrong, 0.0)) / jnp.sum(mask)
+    return masked_mean(problem.loss(forward(problem, params, X), y), mask)
 
 
 def _split(problem: Problem, params: Params):
@@ -146,11 +145,13 @@ def _update(cfg: TrainConfig, grads, opt_state, train, lr):
 
 def _final_metrics(problem: Problem, train, fixed, data):
     p = {**train, **fixed}
+    f, f_test = forward(problem, p, data["X"]), forward(problem, p, data["X_test"])
+    wrong = lambda f, y: (jnp.sign(f) != y).astype(f.dtype)
     return {
-        "train_loss": mean_loss(problem, p, data["X"], data["y"], data["mask"]),
-        "train_error": mean_error(problem, p, data["X"], data["y"], data["mask"]),
-        "test_loss": mean_loss(problem, p, data["X_test"], data["y_test"]),
-        "test_error": mean_error(problem, p, data["X_test"], data["y_test"]),
+        "train_loss": masked_mean(problem.loss(f, data["y"]), data["mask"]),
+        "train_error": masked_mean(wrong(f, data["y"]), data["mask"]),
+        "test_loss": masked_mean(problem.loss(f_test, data["y_test"])),
+        "test_error": masked_mean(wrong(f_test, data["y_test"])),
     }
 
 

@@ -188,7 +188,9 @@ class Fig3(Experiment):
                 if title == "attention (sample 0)":
                     ax.axhline(1 / spec.M, color="grey", lw=0.8, ls=":", label="uniform 1/M")
                 ax.set_title(title)
-                ax.set_xlabel("iteration")
+                ax.set_xscale("symlog", linthresh=10)  # the stages of the benign run fit in ~10 steps
+                ax.set_xlim(0, t[-1])
+                ax.set_xlabel("iteration (linear to 10, then log)")
                 ax.legend(fontsize=7)
             row[0].set_ylabel(f"{regime}: ‖μ‖ = {getattr(spec, f'mu_{regime}'):g}, N = {getattr(spec, f'N_{regime}')}, "
                               f"N·SNR² = {s['N·SNR²']:.3g}", fontsize=9)  # fmt: skip
