@@ -25,8 +25,8 @@ largest change is used.
 The stage statistic was first the half-change time (step at 50 % of the largest change). The
 paper-scale benign run showed why that is a poor stage marker: the V-scalar keeps growing
 slowly for hundreds of steps, so its half-change time is late although its growth starts first
-(V 35 vs QK 25 steps, a failing verdict). The onset replaced it; the half-change times are still
-reported beside it.
+(half-change V 35 vs QK 25 steps at ‖μ‖ = 28, a failing verdict; V 15 vs QK 7 at ‖μ‖ = 50). The
+onset replaced it; the half-change times are still reported beside it.
 """
 
 from __future__ import annotations
