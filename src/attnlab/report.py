@@ -4,7 +4,6 @@ spec and assumptions. Opens anywhere, no server."""
 from __future__ import annotations
 
 import base64
-import html
 import json
 from pathlib import Path
 
@@ -64,7 +63,7 @@ def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], s
         images=images,
         summary=json.dumps(analysis.summary, indent=2, ensure_ascii=False, default=str),
         notes=analysis.notes,
-        description=html.unescape(exp.description or ""),
+        description=exp.description or "",
         spec=json.dumps(spec.model_dump(), indent=2, ensure_ascii=False),
         sets=sets,
     )

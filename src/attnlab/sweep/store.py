@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -28,41 +29,34 @@ def _read_umask() -> int:
 _UMASK = _read_umask()  # read once: os.umask can only be read by setting it
 
 
-def _temp_beside(path: Path) -> tuple[int, str]:
-    """A temporary file next to ``path`` (same file system, so os.replace is atomic), with the
-    permissions a plain open() would give instead of mkstemp's 0600."""
+@contextmanager
+def atomic_file(path: Path):
+    """Open a temporary file beside ``path`` for binary writing; on success it is fsynced and
+    renamed onto ``path`` (atomic on one file system), on any error it is removed. The file
+    gets the permissions a plain open() would give (mkstemp's are 0600)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.chmod(tmp, 0o666 & ~_UMASK)
-    return fd, tmp
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    fd, tmp = _temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        f.write(data)
 
 
 def atomic_write_table(path: Path, table: pa.Table) -> None:
-    path = Path(path)
-    fd, tmp = _temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        pq.write_table(table, f)
 
 
 class Store:
