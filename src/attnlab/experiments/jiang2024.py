@@ -22,7 +22,8 @@ ASSUMPTIONS = (
     "Sample i has label +1 for even i and −1 for odd i (exactly balanced sets for even N); sample 0 is the "
     "y = +1 sample probed in Fig. 3.",
     "Each cell's data, test set and init come from a key derived from the hash of its config: repeats and grid "
-    "cells are independent draws; a cell's numbers never depend on the other cells in its batch.",
+    "cells are independent draws; a cell's numbers do not depend on the other cells in its batch (beyond float "
+    "rounding when the chunking pads it to another N).",
     "Noise is isotropic as in the released scripts (projected = true gives the theory's variant).",
 )
 
