@@ -18,10 +18,10 @@ The benign/harmful regions use the Ĉ fitted to the same cells, so those two cla
 far from the boundary the behaviour is settled (a factor 4 either way), not where it lies.
 Diverged cells (non-finite loss) are left out of the fits and counted in the summary.
 
-Known limitation: the intervals come from a bootstrap over cells. The boundary is sharp, so the
-logistic fit is nearly separable and rests on few cells, and the intervals understate the
-spread between independent replications (``--set seed=K``): at cpu scale Ĉ varied about twice
-as much as its interval suggests; at paper scale with 3 runs per cell the slope varied by ±0.2.
+Known limitation: the intervals come from a bootstrap over cells and understate the spread
+between independent replications (``--set seed=K``): at cpu scale Ĉ varied about twice as much
+as its interval suggests; at paper scale with 3 runs per cell the slope varied by ±0.2. It is not
+separation of the logistic fit (a Firth-penalised fit gives the same intervals).
 """
 
 from __future__ import annotations
