@@ -55,9 +55,5 @@ def reproduce_cmd(
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True)
 
 
-def main() -> None:  # pragma: no cover
+if __name__ == "__main__":
     app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
