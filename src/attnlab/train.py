@@ -180,8 +180,9 @@ class _Programs:
 
 
 def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
-    sched = jnp.asarray([s for s in cfg.log_steps if s <= cfg.max_steps] or [-1], dtype=jnp.int32)
-    n_log = int(sched.shape[0]) if cfg.log_steps else 0
+    log_steps = [s for s in cfg.log_steps if s <= cfg.max_steps]
+    n_log = len(log_steps)
+    sched = jnp.asarray(log_steps or [-1], dtype=jnp.int32)
     start = jax.vmap(lambda v: _start(problem, cfg, v))
     loss_and_grad = jax.vmap(lambda t, f, d: _loss_and_grad(problem, t, f, d))
     update = jax.vmap(lambda g, s, t, lr: _update(cfg, g, s, t, lr))
@@ -305,6 +306,12 @@ def train_bucket(
     v = {k: jnp.asarray(x) for k, x in v.items()}
     if strategy == "sequential":
         return jax.tree.map(np.asarray, progs.sequential(v))
+    return _run_vmap(progs, cfg, v, segment, shrink, min_batch)
+
+
+def _run_vmap(progs: _Programs, cfg: TrainConfig, v: dict, segment: int, shrink: int, min_batch: int):
+    """The host loop of the ``vmap`` strategy: advance a segment, read out finished cells,
+    compact the batch once few cells are still running."""
     B = int(v["lr"].shape[0])
     c, fixed, data = progs.begin(v)
     rows = np.arange(B)  # original index of each row of the current batch; −1 for padding
@@ -326,7 +333,7 @@ def train_bucket(
             reported |= fresh
         running = np.flatnonzero(~done & (rows >= 0))
         if len(running) == 0:
-            break
+            return out_m, out_t
         size = len(rows)
         if len(running) * shrink <= size and size > min_batch:
             new_size = max(min_batch, 1 << int(np.ceil(np.log2(len(running)))))
@@ -335,7 +342,6 @@ def train_bucket(
             data, fixed, v = _take(data, idx), _take(fixed, idx), _take(v, idx)
             rows = np.concatenate([rows[running], np.full(new_size - len(running), -1)])
             reported = np.zeros(new_size, bool)
-    return out_m, out_t
 
 
 # ---------------------------------------------------------------- reference path
