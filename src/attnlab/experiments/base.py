@@ -24,16 +24,13 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
+from attnlab.errors import AttnlabError
 from attnlab.sweep import grid
 from attnlab.sweep.executors import EXECUTORS, run_cells
 from attnlab.sweep.store import Store, atomic_write_bytes
 from attnlab.train import default_strategy
 
 SCALES = ("smoke", "cpu", "paper")
-
-
-class AttnlabError(Exception):
-    """A user-facing error: the CLI prints its message and exits non-zero."""
 
 
 @dataclass
