@@ -42,3 +42,92 @@ def test_first_crossing():
     x = np.array([0, 0, 1, 2, 5, 9, 10, 10, 10, 10.0])
     assert theory.first_crossing(t, x, 0.5) == 4
     assert np.isnan(theory.first_crossing(t, np.zeros(10)))
+
+
+def test_logit_matches_statsmodels():
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(1)
+    n = 400
+    X = rng.standard_normal((n, 2))
+    Z = np.column_stack([np.ones(n), X])
+    s = rng.random(n) < 1 / (1 + np.exp(-(0.3 + 1.2 * X[:, 0] - 0.7 * X[:, 1])))
+    fit = theory.logit(Z, s, ridge=0.0)
+    ref = sm.GLM(s.astype(float), Z, family=sm.families.Binomial()).fit()
+    np.testing.assert_allclose(fit.beta, ref.params, rtol=1e-6)
+    np.testing.assert_allclose(fit.se, ref.bse, rtol=1e-6)
+    np.testing.assert_allclose(fit.cov, ref.cov_params(), rtol=1e-6)
+    assert fit.loglik == pytest.approx(ref.llf, rel=1e-8)
+    # the old entry point gives the same coefficients
+    np.testing.assert_allclose(theory.logistic_fit(Z, s, ridge=0.0)[0], fit.beta)
+
+
+def test_logit_separable_stays_finite():
+    logN, logS, s = synthetic(2, 1000, n=300, noise=0.0)
+    fit = theory.logit(np.column_stack([np.ones_like(logN), logN, logS]), s)
+    assert np.all(np.isfinite(fit.beta)) and np.all(np.isfinite(fit.se))
+
+
+@pytest.mark.parametrize("true_p, wrong_p", [(2, 1), (1, 2)])
+def test_free_exponent_recovered(true_p, wrong_p):
+    logN, logS, s = synthetic(true_p, 1000 if true_p == 2 else 30)
+    fit = theory.free_exponent(logN, logS, s, n_boot=150)
+    assert fit.p.lo <= true_p <= fit.p.hi and fit.p.hi - fit.p.lo < 0.5
+    assert fit.p_value[wrong_p] < 1e-6 and fit.p_value[true_p] > 1e-3
+    assert fit.lr[wrong_p] > fit.lr[true_p] >= 0
+    assert set(fit.as_dict()["p_value"]) == {"p=1", "p=2"}
+
+
+def curved(c2, n=2000, noise=0.15, seed=0):
+    """Boundary log N = a − 2x + c2·x² with x = log SNR − log 5 over x ∈ [−1, 1]."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, n)
+    logN = rng.uniform(-0.5, 5, n)
+    s = logN - (1.5 - 2 * x + c2 * x**2) + noise * rng.standard_normal(n) > 0
+    return x + np.log(5), logN, s
+
+
+def test_curvature_detected():
+    est = theory.boundary_curvature(*curved(0.0), n_boot=150)
+    assert est.lo <= 0 <= est.hi
+    est = theory.boundary_curvature(*curved(0.8), n_boot=150)
+    true = 2 * 0.8 * 2  # Δslope = 2·c2·(x_max − x_min)
+    assert est.lo > 0 and est.value == pytest.approx(true, rel=0.25)
+
+
+def test_block_estimates_feed_a_t_interval():
+    from attnlab import rules
+
+    logN, logS, s = synthetic(2, 1000, n=1200)
+    blocks = np.arange(len(s)) % 4
+    u = logN + 2 * logS
+    Z = np.column_stack([np.ones_like(u), u])
+
+    def log_C(idx):
+        b, _ = theory.logistic_fit(Z[idx], s[idx])
+        return -b[0] / b[1]
+
+    vals = theory.block_estimates(log_C, blocks)
+    assert vals.shape == (4,)
+    mean, lo, hi, _ = rules.t_interval(vals)
+    assert lo <= np.log(1000) <= hi
+
+
+def test_bootstrap_constant_is_calibrated_on_the_real_grid():
+    """Coverage of the true C by boundary_constant's 95 % interval, on the jiang2024-fig1 cpu design,
+    when the data follow the model's own assumptions: success ~ Bernoulli(σ(k(log N + 2 log SNR − log C)))."""
+    mu = np.array([3, 4, 5, 6, 8, 10, 12, 15, 18, 22, 27, 33, 40, 50, 65, 100], float)
+    snr = mu / (0.2 * np.sqrt(64))
+    N = np.arange(2, 21, 2, dtype=float)
+    reps = 5
+    S, NN = np.meshgrid(snr, N, indexing="ij")
+    logS, logN = np.repeat(np.log(S).ravel(), reps), np.repeat(np.log(NN).ravel(), reps)
+    u = logN + 2 * logS
+    C, k, n_sets = 1000.0, 3.0, 40
+    rng = np.random.default_rng(12345)
+    covered = 0
+    for i in range(n_sets):
+        s = rng.random(len(u)) < 1 / (1 + np.exp(-k * (u - np.log(C))))
+        est = theory.boundary_constant(u, s, n_boot=100, seed=i)
+        covered += est.lo <= C <= est.hi
+    # nominal 0.95; with 40 sets, Binomial(40, 0.95) falls below 32 with probability < 1e-3
+    assert covered / n_sets >= 0.8

@@ -2,14 +2,54 @@
 
 Phase boundaries are fitted, not eyeballed: P(success | cell) = σ(β·z) with z the paper's
 coordinates (e.g. z = [1, log N, log SNR]); the boundary is β·z = 0. Intervals come from a
-bootstrap over cells.
+bootstrap over cells, or from the fit's own standard errors (:func:`logit`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
+
+
+@dataclass
+class LogitFit:
+    """A logistic fit: coefficients, their standard errors and covariance, and the log-likelihood."""
+
+    beta: np.ndarray
+    se: np.ndarray
+    loglik: float
+    cov: np.ndarray
+
+
+def _penalty(k: int, ridge: float) -> np.ndarray:
+    P = ridge * np.eye(k)
+    P[0, 0] = 0.0  # the intercept is not shrunk: only the boundary's direction needs regularising
+    return P
+
+
+def _irls(Z: np.ndarray, s: np.ndarray, ridge: float, iters: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Newton/IRLS on the penalised log-likelihood ℓ(β) − ½ βᵀPβ. Returns (β, H at β̂, ℓ(β̂))."""
+    beta = np.zeros(Z.shape[1])
+    P = _penalty(Z.shape[1], ridge)
+
+    def info(beta):
+        p = 1.0 / (1.0 + np.exp(-np.clip(Z @ beta, -50, 50)))
+        return p, (Z * (p * (1 - p))[:, None]).T @ Z + P
+
+    for _ in range(iters):
+        p, H = info(beta)
+        g = Z.T @ (s - p) - P @ beta
+        step = np.linalg.solve(H + 1e-12 * np.eye(len(beta)), g)
+        beta = beta + step
+        if np.max(np.abs(step)) < 1e-10 * (1 + np.max(np.abs(beta))):
+            break
+    _, H = info(beta)  # information at the optimum, not at the previous iterate
+    eta = Z @ beta
+    loglik = float(np.sum(s * eta - np.logaddexp(0.0, eta)))
+    return beta, H, loglik
 
 
 def logistic_fit(Z: np.ndarray, s: np.ndarray, ridge: float = 1e-4, iters: int = 100) -> tuple[np.ndarray, float]:
@@ -18,23 +58,25 @@ def logistic_fit(Z: np.ndarray, s: np.ndarray, ridge: float = 1e-4, iters: int =
     Z (n, k) features (first column the intercept), s (n,) in {0, 1}. A small ridge penalty on
     the non-intercept weights keeps the fit finite when the classes are separable (a sharp
     transition); the boundary's *direction* is then that of the max-margin separator.
-    Returns (β, log-likelihood)."""
-    Z = np.asarray(Z, float)
-    s = np.asarray(s, float)
-    beta = np.zeros(Z.shape[1])
-    P = ridge * np.eye(Z.shape[1])
-    P[0, 0] = 0.0
-    for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-np.clip(Z @ beta, -50, 50)))
-        g = Z.T @ (s - p) - P @ beta
-        H = (Z * (p * (1 - p))[:, None]).T @ Z + P
-        step = np.linalg.solve(H + 1e-12 * np.eye(len(beta)), g)
-        beta = beta + step
-        if np.max(np.abs(step)) < 1e-10 * (1 + np.max(np.abs(beta))):
-            break
-    eta = Z @ beta
-    loglik = float(np.sum(s * eta - np.logaddexp(0.0, eta)))
+    Returns (β, log-likelihood) — the log-likelihood is the unpenalised one."""
+    beta, _, loglik = _irls(np.asarray(Z, float), np.asarray(s, float), ridge, iters)
     return beta, loglik
+
+
+def logit(Z: np.ndarray, s: np.ndarray, ridge: float = 1e-4, iters: int = 100) -> LogitFit:
+    """:func:`logistic_fit` plus standard errors.
+
+    cov = (ZᵀWZ + P)⁻¹ at β̂, W = diag(p̂(1 − p̂)), P the ridge penalty: the inverse of the penalised
+    observed information (for the logit link observed = expected information). With ridge = 0 this
+    is the usual Wald covariance (statsmodels GLM Binomial); on separable data it is the ridge that
+    keeps it finite, and the SEs are then large and only indicative."""
+    beta, H, loglik = _irls(np.asarray(Z, float), np.asarray(s, float), ridge, iters)
+    try:
+        cov = np.linalg.inv(H)
+    except np.linalg.LinAlgError:
+        cov = np.full_like(H, np.nan)
+    se = np.sqrt(np.clip(np.diag(cov), 0, None))
+    return LogitFit(beta, se, loglik, cov)
 
 
 @dataclass
@@ -65,6 +107,14 @@ def bootstrap(stat, n: int, n_boot: int, seed: int = 0) -> tuple[float, float, f
     return value, lo, hi
 
 
+def block_estimates(stat: Callable[[np.ndarray], float], block_ids: np.ndarray) -> np.ndarray:
+    """stat(indices of block b) for each distinct block id (e.g. a seed block), in sorted id order.
+
+    Feed the result to :func:`attnlab.rules.t_interval` for a t interval over independent blocks."""
+    block_ids = np.asarray(block_ids)
+    return np.array([stat(np.flatnonzero(block_ids == b)) for b in np.unique(block_ids)], float)
+
+
 def boundary_slope(x: np.ndarray, y: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0) -> Estimate:
     """Slope dy/dx of the fitted boundary β₀ + β_x x + β_y y = 0, i.e. −β_x / β_y
     (for x = log SNR, y = log N the theory says −2)."""
@@ -92,6 +142,75 @@ def boundary_constant(u: np.ndarray, success: np.ndarray, n_boot: int = 500, see
 def fixed_form_loglik(u: np.ndarray, success: np.ndarray) -> float:
     """Log-likelihood of σ(β₀ + β₁ u): how well a boundary of form u = const explains the data."""
     return logistic_fit(np.column_stack([np.ones_like(u), u]), success)[1]
+
+
+@dataclass
+class ExponentFit:
+    """Free exponent p of a boundary N·SNR^p = C, and likelihood-ratio tests of fixed exponents.
+
+    lr[q] = 2(ℓ_free − ℓ_q) for the restricted fit with p = q; p_value[q] = P(χ²₁ > lr[q])."""
+
+    p: Estimate
+    loglik: float
+    lr: dict[float, float] = field(default_factory=dict)
+    p_value: dict[float, float] = field(default_factory=dict)
+
+    def as_dict(self, digits: int = 4) -> dict:
+        r = lambda x: float(np.round(x, digits)) if np.isfinite(x) else None
+        return {
+            "p": self.p.as_dict(digits),
+            "loglik": r(self.loglik),
+            "lr": {f"p={q:g}": r(v) for q, v in self.lr.items()},
+            "p_value": {f"p={q:g}": (float(f"{v:.3g}") if np.isfinite(v) else None) for q, v in self.p_value.items()},
+        }
+
+
+def free_exponent(
+    logN: np.ndarray, logS: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0,
+    restricted: tuple[float, ...] = (1.0, 2.0),
+) -> ExponentFit:  # fmt: skip
+    """Fit σ(β₀ + β_N log N + β_S log SNR) and return the exponent p = β_S/β_N of N·SNR^p = C
+    (the boundary's slope in log N vs log SNR is −p), with a bootstrap interval over cells.
+
+    For each q in ``restricted`` the fit with p = q, σ(β₀ + β₁(log N + q log SNR)), is one
+    parameter short of the free fit, so LR = 2(ℓ_free − ℓ_q) ~ χ²₁ under p = q (Wilks). The ridge
+    makes both fits slightly penalised, and on separable data the LR is not meaningful."""
+    logN, logS, success = (np.asarray(a, float) for a in (logN, logS, success))
+    Z = np.column_stack([np.ones_like(logN), logN, logS])
+
+    def stat(idx):
+        b, _ = logistic_fit(Z[idx], success[idx])
+        return b[2] / b[1] if abs(b[1]) > 1e-12 else np.nan
+
+    est = Estimate(*bootstrap(stat, len(logN), n_boot, seed), n_boot=n_boot)
+    ll_free = logistic_fit(Z, success)[1]
+    lr, pv = {}, {}
+    for q in restricted:
+        lr[q] = max(0.0, 2 * (ll_free - fixed_form_loglik(logN + q * logS, success)))
+        pv[q] = float(stats.chi2.sf(lr[q], 1))
+    return ExponentFit(est, ll_free, lr, pv)
+
+
+def boundary_curvature(
+    logS: np.ndarray, logN: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0
+) -> Estimate:
+    """Change of the boundary's local slope across the grid: is log N vs log SNR a straight line?
+
+    Fit σ(β₀ + β_S x + β_N y + β_SS x²) with x = log SNR − mean (centred, so x and x² are not
+    collinear) and y = log N. The boundary y(x) = −(β₀ + β_S x + β_SS x²)/β_N has slope
+    dy/dx = −(β_S + 2β_SS x)/β_N, which changes by Δslope = −2β_SS(x_max − x_min)/β_N across the
+    grid's x range (fixed from the full data, so every bootstrap replicate measures the same span).
+    A straight boundary has Δslope = 0."""
+    logS, logN, success = (np.asarray(a, float) for a in (logS, logN, success))
+    x = logS - logS.mean()
+    span = x.max() - x.min()
+    Z = np.column_stack([np.ones_like(x), x, logN, x**2])
+
+    def stat(idx):
+        b, _ = logistic_fit(Z[idx], success[idx])
+        return -2 * b[3] * span / b[2] if abs(b[2]) > 1e-12 else np.nan
+
+    return Estimate(*bootstrap(stat, len(x), n_boot, seed), n_boot=n_boot)
 
 
 def first_crossing(t: np.ndarray, x: np.ndarray, frac: float = 0.5) -> float:
