@@ -20,37 +20,40 @@ import time
 
 import numpy as np
 
-from attnlab.experiments.jiang2024 import FAMILY, ModelSpec
+from attnlab.experiments.jiang2024 import tiny_cell
+from attnlab.problem import Composition
 from attnlab.sweep import grid
 from attnlab.train import train_bucket, train_reference
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cells", type=int, default=32)
+    ap.add_argument("--cells", type=int, default=64)
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--width", type=int, default=32)
     ap.add_argument("--max-steps", type=int, default=1000)
     ap.add_argument("--json", help="also write the numbers to this file")
     a = ap.parse_args()
 
-    spec = ModelSpec(d=a.d, d_h=a.width, d_v=a.width, max_steps=a.max_steps)
     rng = np.random.default_rng(0)
+    base = tiny_cell(M=16, d=a.d, d_h=a.width, d_v=a.width, n_test=100, max_steps=a.max_steps)
     cells = [
-        spec.cell_fields() | {"log_every": 0, "mu": float(rng.choice([5.0, 15.0, 40.0])), "N": int(n), "rep": i}
+        base | {"data.mu": float(rng.choice([5.0, 15.0, 40.0])), "data.N": int(n), "rep": i}
         for i, n in enumerate(rng.choice(np.arange(2, 21, 2), a.cells))
     ]
-    static = {f: cells[0][f] for f in FAMILY.static_fields}
-    cfg = FAMILY.train_config(static)
-    n_pad = max(c["N"] for c in cells)
-    inputs = lambda cs: grid.batch_inputs(FAMILY, cs)
+    (key, bucket), = grid.buckets(cells).items()
+    static = dict(key)
+    comp = Composition.of(static)
+    cfg = comp.train_config(static)
+    n_pad = max(c["data.N"] for c in cells)
+    inputs = lambda cs: grid.batch_inputs(comp, cs)
 
     def timed(fn):
         t = time.perf_counter()
         r = fn()
         return time.perf_counter() - t, r
 
-    prob = FAMILY.problem(static, n_pad)
+    prob = comp.problem(static, {"data.N": n_pad})
     variants = {
         "sequential": dict(strategy="sequential"),
         "vmap": dict(strategy="vmap"),
@@ -59,15 +62,16 @@ def main():
     times, compile_s, outs = {}, {}, {}
     for name, kw in variants.items():
         first, _ = timed(lambda: train_bucket(prob, cfg, inputs(cells), cache_key="bench", **kw))  # noqa: B023
-        times[name], (outs[name], _) = timed(lambda: train_bucket(prob, cfg, inputs(cells), cache_key="bench", **kw))  # noqa: B023
+        times[name], res = timed(lambda: train_bucket(prob, cfg, inputs(cells), cache_key="bench", **kw))  # noqa: B023
+        outs[name] = res["metrics"]
         compile_s[name] = first - times[name]
 
     def reference():
         return [
-            train_reference(FAMILY.problem(static, c["N"]), cfg, {k: x[0] for k, x in inputs([c]).items()})[0]
+            train_reference(comp.problem(static, {"data.N": c["data.N"]}), cfg,
+                            {k: x[0] for k, x in inputs([c]).items()})["metrics"]
             for c in cells
-        ]
-
+        ]  # fmt: skip
     t_ref, out_ref = timed(reference)
 
     res = {"cells": len(cells), "d": a.d, "width": a.width, "total_steps": int(sum(r["stop_step"] for r in out_ref)),

@@ -9,8 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from attnlab.errors import AttnlabError
 from attnlab.experiments import get, registry
-from attnlab.experiments.base import SCALES, AttnlabError, reproduce
+from attnlab.experiments.base import SCALES, reproduce
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="attnlab: experiments on shallow transformers.")
 err = Console(stderr=True)
@@ -37,12 +38,16 @@ def reproduce_cmd(
     ] = None,
     executor: Annotated[str, typer.Option(help="local")] = "local",
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
+    force: Annotated[
+        bool, typer.Option(help="resume a results directory written under another schema or JAX version")
+    ] = False,
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html."""
     try:
         exp = get(exp_id)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
-        verdict = reproduce(exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config)
+        verdict = reproduce(exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config,
+                            force=force)
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -50,7 +55,8 @@ def reproduce_cmd(
     for col in ("claim", "measured", "expected", "verdict"):
         table.add_column(col, overflow="fold")
     for c in verdict["claims"]:
-        table.add_row(c["id"], str(c["measured"]), c["expected"], "[green]PASS" if c["pass"] else "[red]FAIL")
+        style = {"pass": "[green]PASS", "fail": "[red]FAIL"}.get(c["outcome"], "[yellow]INCONCLUSIVE")
+        table.add_row(c["id"], str(c["measured"]), c["expected"], style)
     out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True)
 

@@ -20,6 +20,7 @@ table { border-collapse: collapse; margin: 1em 0; width: 100%; }
 td, th { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
 th { background: #f4f4f4; }
 .pass { color: #0a6e2a; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
+.inconclusive { color: #9a6700; font-weight: bold; }
 code, pre { background: #f6f6f6; font-size: 12px; } pre { padding: .6em; overflow-x: auto; }
 img { max-width: 100%; border: 1px solid #eee; }
 </style></head><body>
@@ -28,11 +29,12 @@ img { max-width: 100%; border: 1px solid #eee; }
 &middot; {{ verdict.cells }} cells ({{ verdict.cells_trained_now }} trained in this run)
 &middot; {{ "%.1f"|format(verdict.runtime_s) }} s this run
 &middot; <b>{{ n_pass }}/{{ verdict.claims|length }} claims pass</b></p>
+<p><small>{% for k, v in verdict.provenance.items() %}{{ k }} {{ v }}{% if not loop.last %} &middot; {% endif %}{% endfor %}</small></p>
 <h2>Claims</h2>
 <table><tr><th>id</th><th>statement</th><th>measured</th><th>pass rule</th><th>verdict</th></tr>
 {% for c in verdict.claims %}<tr><td>{{ c.id }}</td><td>{{ c.statement }}{% if c.detail %}<br><i>{{ c.detail }}</i>{% endif %}</td>
 <td><code>{{ c.measured_json }}</code></td><td>{{ c.expected }}</td>
-<td class="{{ 'pass' if c['pass'] else 'fail' }}">{{ 'PASS' if c['pass'] else 'FAIL' }}</td></tr>
+<td class="{{ c.outcome }}">{{ c.outcome|upper }}</td></tr>
 {% endfor %}</table>
 <h2>Figures</h2>
 {% for name, uri in images %}<p><img src="{{ uri }}" alt="{{ name }}"><br><small>{{ name }} (PDF beside this file)</small></p>{% endfor %}

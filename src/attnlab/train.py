@@ -1,7 +1,5 @@
-"""Losses, optimisers and the trainer: a vectorised bucket trainer and a plain reference.
-
-A :class:`Problem` is the model/data/loss plug-in; everything in it acts on *one* cell. The
-trainer knows nothing about any particular paper.
+"""Losses, optimisers, the batch sampler and the trainer: a vectorised bucket trainer and a
+plain reference. It knows no paper: everything paper-specific comes in through a :class:`Problem`.
 
 Vectorised path (:func:`train_bucket`): a bucket of cells is one compiled program built from
 batched (``vmap``-ed) per-cell functions, in one of two strategies:
@@ -13,15 +11,25 @@ batched (``vmap``-ed) per-cell functions, in one of two strategies:
                 waiting for stragglers and padding)
 
 The step counter lives outside the ``vmap`` so it is a plain scalar: the loop stops as soon as
-every cell is done, and the probe schedule is a real branch, not a per-cell select. Per cell:
+every cell is done, and the probe and stop schedules are real branches. Per cell, at step t:
 
-* at step t the training loss L(θ_t) and its gradient are computed;
-* a cell stops at the first t with L(θ_t) < ``loss_threshold`` (``converged``), at
-  t = ``max_steps`` (``cap``), or at a non-finite loss (``diverged``); from then on its
-  parameters are frozen by a mask, so metrics taken after the loop are those of θ_stop;
-* otherwise θ_{t+1} = θ_t + optimiser update with the cell's own learning rate;
-* at every t in ``log_steps`` the problem's probes of θ_t are written into preallocated
-  arrays; a slot after a cell's stop holds the probes of θ_stop.
+* the loss of the step's batch B_t and its gradient are computed, with the model's ``aux``
+  (``has_aux``): full batch, B_t = the whole training set; mini-batch (``batch_size = b``),
+  B_t = the t-th slice of b indices of a fresh per-cell permutation of the N training samples
+  each epoch (the last batch of an epoch may be short);
+* on the stop schedule (every ``stop_every`` steps, and at ``max_steps``) the *full* training
+  loss L(θ_t) is judged (for full batch it is the step's loss; a mini-batch loss is too noisy):
+  the cell stops at the first such t with L(θ_t) < ``loss_threshold`` (``converged``), or at
+  t = ``max_steps`` (``cap``); a non-finite step loss stops it at once (``diverged``). From then
+  on its parameters are frozen by a mask, so metrics taken after the loop are those of θ_stop;
+* otherwise θ_{t+1} = θ_t + optimiser update, with the cell's own learning rate times the
+  multiplier of each parameter's group (``optax.multi_transform``);
+* at every t of a recorder's schedule its probes of θ_t are written into preallocated arrays:
+  scalar probes (and the full training loss) on ``log_steps``, array-valued probes (kernels,
+  spectra) on ``array_log_steps``; a slot after a cell's stop holds the probes of θ_stop.
+
+Randomness: every stream is ``fold_in(cell key, STREAMS[name])`` with a fixed integer id, so
+adding a stream later changes no existing one.
 
 Reference path (:func:`train_reference`): the same per-cell functions, one cell at a time, in a
 Python loop. Tests check that both paths agree.
@@ -41,49 +49,110 @@ import optax
 CONVERGED, CAP, DIVERGED = 0, 1, 2
 STATUS_NAMES = {CONVERGED: "converged", CAP: "cap", DIVERGED: "diverged"}
 
+# Fixed ids of the random streams derived from a cell's key: never renumber, only add.
+STREAMS = {"data": 0, "test": 1, "init": 2, "batch": 3, "val": 4}
+
+
+def stream(key, name: str):
+    """The cell's independent random stream ``name``: fold_in(key, STREAMS[name])."""
+    return jax.random.fold_in(key, STREAMS[name])
+
+
 Params = dict[str, jax.Array]
+
+
+# ---------------------------------------------------------------- losses
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A per-sample loss ℓ(f, y) and the per-sample metrics that mean something under it."""
+
+    fn: Callable[[jax.Array, jax.Array], jax.Array]
+    metrics: Callable[[jax.Array, jax.Array], dict[str, jax.Array]]
+
+
+def _sign_error(f, y):
+    return {"error": (jnp.sign(f) != y).astype(f.dtype)}
+
+
+LOSSES: dict[str, Loss] = {
+    # ℓ = log(1 + exp(−y f)), stable
+    "logistic": Loss(lambda f, y: jax.nn.softplus(-y * f), _sign_error),
+    # ℓ = max(0, 1 − y f)
+    "hinge": Loss(lambda f, y: jnp.maximum(0.0, 1.0 - y * f), _sign_error),
+    # ℓ = ½ (f − y)²: a regression loss, so no sign error
+    "squared": Loss(lambda f, y: 0.5 * (f - y) ** 2, lambda f, y: {}),
+}
+
+
+# ---------------------------------------------------------------- the plug-in
 
 
 @dataclass(frozen=True)
 class Problem:
-    """A model + data + loss, for one cell.
+    """Everything the trainer needs about one cell (data + model + loss + probes).
 
-    make_data(key, v) -> dict with X (n_pad, ...), y (n_pad,), mask (n_pad,) bool,
-                         X_test (n_test, ...), y_test (n_test,)
+    make_data(key, v, shared) -> dict with X (a per-sample pytree with leading axis n_pad),
+                        y (n_pad,), mask (n_pad,) bool, X_test, y_test (and anything probes use);
+                        ``shared`` is the bucket's shared arrays (or None), held once per bucket
     init(key, v)      -> params (a dict of arrays)
-    apply(params, X)  -> (f, aux) for ONE sample X
-    loss(f, y)        -> per-sample loss
-    trainable         -> names of the parameters that are trained (others stay fixed)
-    probes(params, data, v) -> dict of scalars, recorded on the log schedule (optional)
+    apply(params, x)  -> (f, aux) for ONE sample x (a pytree: tokens, token mask, metadata)
+    loss              -> a :class:`Loss` (per-sample loss and metrics)
+    trainable         -> names of the trained parameters (the others stay fixed)
+    groups            -> parameter name -> its learning-rate group (default: its own name)
+    lr_mult           -> group -> multiplier of the cell's lr
+    probes(params, data, v, aux) -> dict of scalars, on ``log_steps``; ``aux`` is the
+                         per-sample aux of the training set at θ_t (never recomputed)
+    array_probes(params, data, v, aux) -> dict of arrays, on ``array_log_steps``
 
-    ``v`` is the cell's dict of per-cell values (the batched inputs).
+    ``v`` is the cell's dict of per-cell values (the batched inputs, with its ``key``).
     """
 
-    make_data: Callable[[jax.Array, dict], dict]
+    make_data: Callable[[jax.Array, dict, Any], dict]
     init: Callable[[jax.Array, dict], Params]
-    apply: Callable[[Params, jax.Array], tuple[jax.Array, Any]]
-    loss: Callable[[jax.Array, jax.Array], jax.Array]
+    apply: Callable[[Params, Any], tuple[jax.Array, Any]]
+    loss: Loss
     trainable: tuple[str, ...]
-    probes: Callable[[Params, dict, dict], dict] | None = None
+    groups: dict[str, str] = field(default_factory=dict)
+    lr_mult: tuple[tuple[str, float], ...] = ()
+    probes: Callable[[Params, dict, dict, Any], dict] | None = None
+    array_probes: Callable[[Params, dict, dict, Any], dict] | None = None
+
+
+def _check_steps(name: str, steps: tuple[int, ...], max_steps: int) -> None:
+    s = list(steps)
+    if s != sorted(set(s)):
+        raise ValueError(f"{name} must be sorted and unique, got {s[:8]}{'…' if len(s) > 8 else ''}")
+    if s and (s[0] < 0 or s[-1] > max_steps):
+        raise ValueError(f"{name} must lie in [0, max_steps = {max_steps}], got {s[0]} … {s[-1]}")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     max_steps: int = 1000
-    loss_threshold: float = -float("inf")  # stop at the first step with L(θ_t) < this
+    loss_threshold: float = -float("inf")  # stop at the first judged step with L(θ_t) < this
     optimizer: str = "gd"  # gd | momentum | adam
     momentum: float = 0.9
-    log_steps: tuple[int, ...] = field(default_factory=tuple)
+    batch_size: int = 0  # 0: full batch
+    stop_every: int = 1  # the stop rule is judged at t ≡ 0 (mod stop_every) and at max_steps
+    log_steps: tuple[int, ...] = ()
+    array_log_steps: tuple[int, ...] = ()
+    save_params: bool = False
 
     def __post_init__(self):
         if self.max_steps < 0:
             raise ValueError(f"max_steps must be >= 0, got {self.max_steps}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.batch_size < 0 or self.stop_every < 1:
+            raise ValueError(f"need batch_size >= 0 and stop_every >= 1, got {self.batch_size}, {self.stop_every}")
+        _check_steps("log_steps", self.log_steps, self.max_steps)
+        _check_steps("array_log_steps", self.array_log_steps, self.max_steps)
 
 
 OPTIMIZERS: dict[str, Callable[..., optax.GradientTransformation]] = {
-    "gd": lambda lr, cfg: optax.sgd(lr),  # full-batch gradient descent, no momentum
+    "gd": lambda lr, cfg: optax.sgd(lr),  # plain gradient descent, no momentum
     "momentum": lambda lr, cfg: optax.sgd(lr, momentum=cfg.momentum),
     "adam": lambda lr, cfg: optax.adam(lr),
 }
@@ -104,20 +173,16 @@ def log_schedule(
 # ---------------------------------------------------------------- one cell
 
 
-def forward(problem: Problem, params: Params, X):
-    """f(X_i) for every sample."""
-    return jax.vmap(lambda x: problem.apply(params, x)[0])(X)
+def _vapply(problem: Problem, params: Params, X):
+    """(f(x_i), aux_i) for every sample of a per-sample pytree X."""
+    return jax.vmap(lambda x: problem.apply(params, x))(X)
 
 
 def masked_mean(values, mask=None):
-    """(1/N) Σ_{i: mask_i} values_i: the mean over the real (unpadded) samples."""
+    """(1/|S|) Σ_{i ∈ S} values_i over the real (unpadded, selected) samples S = {i: mask_i}."""
     if mask is None:
         return values.mean()
     return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.sum(mask)
-
-
-def mean_loss(problem: Problem, params: Params, X, y, mask=None):
-    return masked_mean(problem.loss(forward(problem, params, X), y), mask)
 
 
 def _split(problem: Problem, params: Params):
@@ -126,37 +191,95 @@ def _split(problem: Problem, params: Params):
     return train, fixed
 
 
-def _loss_and_grad(problem: Problem, train, fixed, data):
-    return jax.value_and_grad(lambda t: mean_loss(problem, {**t, **fixed}, data["X"], data["y"], data["mask"]))(train)
+def _objective(problem: Problem, fixed, X, y, mask):
+    """θ_train -> (mean loss over the masked samples, per-sample aux)."""
+
+    def L(train):
+        f, aux = _vapply(problem, {**train, **fixed}, X)
+        return masked_mean(problem.loss.fn(f, y), mask), aux
+
+    return L
 
 
-def _start(problem: Problem, cfg: TrainConfig, v: dict):
-    k_data, k_init = jax.random.split(v["key"])
-    data = problem.make_data(k_data, v)
-    train, fixed = _split(problem, problem.init(k_init, v))
-    opt_state = OPTIMIZERS[cfg.optimizer](v["lr"], cfg).init(train)
+def _full_loss(problem: Problem, train, fixed, data):
+    return _objective(problem, fixed, data["X"], data["y"], data["mask"])(train)
+
+
+def _batch(cfg: TrainConfig, data, v, t):
+    """The training batch of step t: (X_B, y_B, mask_B). Epoch e = ⌊t / n_b⌋ with
+    n_b = ⌈N / b⌉ batches; its order is a permutation of the N real samples drawn from
+    fold_in(batch stream, e); batch j = t mod n_b takes positions j·b … j·b + b − 1 (the last
+    batch of an epoch is short: the positions ≥ N are masked out)."""
+    mask = data["mask"]
+    b, n_pad = cfg.batch_size, mask.shape[0]
+    N = jnp.sum(mask).astype(jnp.int32)
+    n_b = (N + b - 1) // b
+    epoch, j = t // n_b, t % n_b
+    u = jax.random.uniform(jax.random.fold_in(stream(v["key"], "batch"), epoch), (n_pad,))
+    perm = jnp.argsort(jnp.where(mask, u, 2.0))  # the N real samples first, in random order
+    pos = j * b + jnp.arange(b)
+    idx = jnp.take(jnp.concatenate([perm, jnp.zeros(b, perm.dtype)]), pos)
+    take = lambda x: jnp.take(x, idx, axis=0)
+    return jax.tree.map(take, data["X"]), take(data["y"]), pos < N
+
+
+def _step_loss(problem: Problem, cfg: TrainConfig, train, fixed, data, v, t):
+    """(loss of the step's batch, per-sample aux of that batch), gradient."""
+    if cfg.batch_size:
+        X, y, mask = _batch(cfg, data, v, t)
+    else:
+        X, y, mask = data["X"], data["y"], data["mask"]
+    return jax.value_and_grad(_objective(problem, fixed, X, y, mask), has_aux=True)(train)
+
+
+def _optimizer(problem: Problem, cfg: TrainConfig, lr, train):
+    """The cell's optimiser; each parameter group g steps with lr·lr_mult[g]."""
+    mult = dict(problem.lr_mult)
+    labels = {k: problem.groups.get(k, k) for k in train}
+    if not any(mult.get(g, 1.0) != 1.0 for g in labels.values()):
+        return OPTIMIZERS[cfg.optimizer](lr, cfg)
+    opts = {g: OPTIMIZERS[cfg.optimizer](lr * mult.get(g, 1.0), cfg) for g in set(labels.values())}
+    return optax.multi_transform(opts, labels)
+
+
+def _start(problem: Problem, cfg: TrainConfig, v: dict, shared):
+    data = problem.make_data(v["key"], v, shared)
+    train, fixed = _split(problem, problem.init(stream(v["key"], "init"), v))
+    opt_state = _optimizer(problem, cfg, v["lr"], train).init(train)
     return data, train, fixed, opt_state
 
 
-def _update(cfg: TrainConfig, grads, opt_state, train, lr):
-    updates, opt_state = OPTIMIZERS[cfg.optimizer](lr, cfg).update(grads, opt_state, train)
+def _update(problem: Problem, cfg: TrainConfig, grads, opt_state, train, lr):
+    updates, opt_state = _optimizer(problem, cfg, lr, train).update(grads, opt_state, train)
     return optax.apply_updates(train, updates), opt_state
 
 
-def _final_metrics(problem: Problem, train, fixed, data):
+def _final_metrics(problem: Problem, cfg: TrainConfig, train, fixed, data):
+    """Loss and the loss's metrics on the training set (masked) and the test set, at θ."""
     p = {**train, **fixed}
-    f, f_test = forward(problem, p, data["X"]), forward(problem, p, data["X_test"])
-    wrong = lambda f, y: (jnp.sign(f) != y).astype(f.dtype)
-    return {
-        "train_loss": masked_mean(problem.loss(f, data["y"]), data["mask"]),
-        "train_error": masked_mean(wrong(f, data["y"]), data["mask"]),
-        "test_loss": masked_mean(problem.loss(f_test, data["y_test"])),
-        "test_error": masked_mean(wrong(f_test, data["y_test"])),
-    }
+    out = {}
+    for split, X, y, mask in (("train", data["X"], data["y"], data["mask"]), ("test", data["X_test"], data["y_test"], None)):
+        f, _ = _vapply(problem, p, X)
+        out[f"{split}_loss"] = masked_mean(problem.loss.fn(f, y), mask)
+        for name, x in problem.loss.metrics(f, y).items():
+            out[f"{split}_{name}"] = masked_mean(x, mask)
+    return out
 
 
-def _probe(problem: Problem, train, fixed, data, v):
-    return problem.probes({**train, **fixed}, data, v) if problem.probes else {}
+def _recorders(problem: Problem, cfg: TrainConfig):
+    """(name, schedule, fn(train, fixed, data, v, aux, full_loss) -> dict) for each kind of probe."""
+    out = []
+    if cfg.log_steps:
+
+        def scalars(train, fixed, data, v, aux, loss):
+            vals = problem.probes({**train, **fixed}, data, v, aux) if problem.probes else {}
+            return vals | {"train_loss": loss}
+
+        out.append(("traces", cfg.log_steps, scalars))
+    if cfg.array_log_steps and problem.array_probes:
+        arrays = lambda train, fixed, data, v, aux, loss: problem.array_probes({**train, **fixed}, data, v, aux)
+        out.append(("arrays", cfg.array_log_steps, arrays))
+    return out
 
 
 # ---------------------------------------------------------------- vectorised path
@@ -172,52 +295,64 @@ def _take(tree, idx):
 
 @dataclass(frozen=True)
 class _Programs:
-    begin: Callable  # v -> (carry, fixed, data)
+    begin: Callable  # (v, shared) -> (carry, fixed, data)
     advance: Callable  # (carry, fixed, data, v, t_end) -> carry
-    finish: Callable  # (cells, fixed, data, v, k) -> (metrics, traces)
-    sequential: Callable  # v -> (metrics, traces): every cell's whole loop, one cell after another
-    n_log: int
+    finish: Callable  # (cells, fixed, data, v, k) -> result dict
+    sequential: Callable  # (v, shared) -> result dict: every cell's whole loop, one after another
 
 
 def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
-    log_steps = [s for s in cfg.log_steps if s <= cfg.max_steps]
-    n_log = len(log_steps)
-    sched = jnp.asarray(log_steps or [-1], dtype=jnp.int32)
-    start = jax.vmap(lambda v: _start(problem, cfg, v))
-    loss_and_grad = jax.vmap(lambda t, f, d: _loss_and_grad(problem, t, f, d))
-    update = jax.vmap(lambda g, s, t, lr: _update(cfg, g, s, t, lr))
-    probe = jax.vmap(lambda t, f, d, v: _probe(problem, t, f, d, v))
-    final = jax.vmap(lambda t, f, d: _final_metrics(problem, t, f, d))
+    recs = _recorders(problem, cfg)
+    scheds = {name: jnp.asarray(steps, dtype=jnp.int32) for name, steps, _ in recs}
+    start = jax.vmap(lambda v, shared: _start(problem, cfg, v, shared), in_axes=(0, None))
+    step_loss = jax.vmap(lambda tr, f, d, v, t: _step_loss(problem, cfg, tr, f, d, v, t), in_axes=(0, 0, 0, 0, None))
+    full_loss = jax.vmap(lambda tr, f, d: _full_loss(problem, tr, f, d))
+    update = jax.vmap(lambda g, s, tr, lr: _update(problem, cfg, g, s, tr, lr))
+    rec_fns = {name: jax.vmap(fn) for name, _, fn in recs}
+    final = jax.vmap(lambda tr, f, d: _final_metrics(problem, cfg, tr, f, d))
 
     def advance(c, fixed, data, v, t_end):
         """Steps t … t_end − 1 (or until every cell is done) of the per-cell loop."""
+
+        def skipped(tr):  # zeros shaped like full_loss's result: the unused branch of a cond
+            shapes = jax.eval_shape(full_loss, tr, fixed, data)
+            return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
         def cond(c):
             return (c["t"] < t_end) & ~jnp.all(c["cells"]["done"])
 
         def body(c):
             t, k, cell = c["t"], c["k"], c["cells"]
-            loss, grads = loss_and_grad(cell["train"], fixed, data)
+            (loss, aux), grads = step_loss(cell["train"], fixed, data, v, t)
+            judge = (t % cfg.stop_every == 0) | (t >= cfg.max_steps)
+            due = {n: (k[n] < len(s)) & (s[jnp.minimum(k[n], len(s) - 1)] == t) for n, s in scheds.items()}
+            if cfg.batch_size:  # the full training loss (and aux), only when a rule or probe needs it
+                need = judge
+                for d in due.values():
+                    need = need | d
+                full, full_aux = jax.lax.cond(need, lambda tr: full_loss(tr, fixed, data), skipped, cell["train"])
+            else:
+                full, full_aux = loss, aux
             finite = jnp.isfinite(loss)
-            hit = loss < cfg.loss_threshold
+            hit = judge & (full < cfg.loss_threshold)
             new = ~cell["done"] & (hit | ~finite | (t >= cfg.max_steps))
             status = jnp.where(new, jnp.where(~finite, DIVERGED, jnp.where(hit, CONVERGED, CAP)), cell["status"])
             stop_step = jnp.where(new, t, cell["stop_step"])
             done = cell["done"] | new
-            traces = cell["traces"]
-            if n_log:
+            rec = dict(cell["rec"])
+            for name, fn in rec_fns.items():
 
-                def record(args):
-                    traces, k = args
-                    vals = probe(cell["train"], fixed, data, v) | {"train_loss": loss}
+                def record(args, name=name, fn=fn):
+                    out, kn = args
                     # a cell that stopped earlier keeps θ_stop: its probes stay constant
-                    return {n: traces[n].at[:, k].set(vals[n].astype(traces[n].dtype)) for n in traces}, k + 1
+                    vals = fn(cell["train"], fixed, data, v, full_aux, full)
+                    return {p: out[p].at[:, kn].set(vals[p].astype(out[p].dtype)) for p in out}, kn + 1
 
-                due = (k < n_log) & (sched[jnp.minimum(k, n_log - 1)] == t)
-                traces, k = jax.lax.cond(due, record, lambda a: a, (traces, k))
+                rec[name], kn = jax.lax.cond(due[name], record, lambda a: a, (rec[name], k[name]))
+                k = {**k, name: kn}
             new_train, new_opt = update(grads, cell["opt_state"], cell["train"], v["lr"])
             cell = dict(
-                done=done, status=status, stop_step=stop_step, traces=traces,
+                done=done, status=status, stop_step=stop_step, rec=rec,
                 train=_where_cells(done, cell["train"], new_train),
                 opt_state=_where_cells(done, cell["opt_state"], new_opt),
             )  # fmt: skip
@@ -225,37 +360,49 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
 
         return jax.lax.while_loop(cond, body, c)
 
-    def begin(v):
-        data, train, fixed, opt_state = start(v)
+    def begin(v, shared):
+        data, train, fixed, opt_state = start(v, shared)
         B = v["lr"].shape[0]
-        traces = {}
-        if n_log:
-            names = [*jax.eval_shape(probe, train, fixed, data, v), "train_loss"]
-            traces = {n: jnp.full((B, n_log), jnp.nan, jax.tree.leaves(train)[0].dtype) for n in names}
+        dtype = jax.tree.leaves(train)[0].dtype
+        rec = {}
+        for name, steps, _ in recs:
+            loss_shape = jax.ShapeDtypeStruct((B,), dtype)
+            aux = jax.eval_shape(lambda tr: full_loss(tr, fixed, data)[1], train)
+            shapes = jax.eval_shape(rec_fns[name], train, fixed, data, v, aux, loss_shape)
+            rec[name] = {p: jnp.full((B, len(steps), *s.shape[1:]), jnp.nan, dtype) for p, s in shapes.items()}
         cells = dict(
             train=train, opt_state=opt_state, done=jnp.zeros(B, bool), status=jnp.full(B, CAP, jnp.int32),
-            stop_step=jnp.full(B, cfg.max_steps, jnp.int32), traces=traces,
+            stop_step=jnp.full(B, cfg.max_steps, jnp.int32), rec=rec,
         )  # fmt: skip
-        return dict(t=jnp.int32(0), k=jnp.int32(0), cells=cells), fixed, data
+        k = {name: jnp.int32(0) for name, _, _ in recs}
+        return dict(t=jnp.int32(0), k=k, cells=cells), fixed, data
 
     def finish(cell, fixed, data, v, k):
-        """Metrics of θ (= θ_stop for a stopped cell); trace slots from k on get θ's probes."""
-        out = final(cell["train"], fixed, data) | {"status": cell["status"], "stop_step": cell["stop_step"]}
-        traces = cell["traces"]
-        if n_log:
-            vals = probe(cell["train"], fixed, data, v) | {"train_loss": out["train_loss"]}
-            late = jnp.arange(n_log)[None, :] >= k
-            traces = {n: jnp.where(late, vals[n].astype(traces[n].dtype)[:, None], traces[n]) for n in traces}
-        return out, traces
+        """Metrics of θ (= θ_stop for a stopped cell); record slots from k on get θ's probes."""
+        metrics = final(cell["train"], fixed, data) | {"status": cell["status"], "stop_step": cell["stop_step"]}
+        out = {"metrics": metrics}
+        if recs:
+            loss, aux = full_loss(cell["train"], fixed, data)
+        for name, steps, _ in recs:
+            vals = rec_fns[name](cell["train"], fixed, data, v, aux, loss)
+            late = jnp.arange(len(steps)) >= k[name]
+            r = cell["rec"][name]
+            out[name] = {
+                p: jnp.where(late.reshape((1, -1) + (1,) * (r[p].ndim - 2)), vals[p].astype(r[p].dtype)[:, None], r[p])
+                for p in r
+            }
+        if cfg.save_params:
+            out["params"] = {**cell["train"], **fixed}
+        return out
 
-    def one_cell(v1):  # the batched functions on a batch of one cell, run to its own stop
+    def one_cell(v1, shared):  # the batched functions on a batch of one cell, run to its own stop
         v1 = jax.tree.map(lambda x: x[None], v1)
-        c, fixed, data = begin(v1)
+        c, fixed, data = begin(v1, shared)
         c = advance(c, fixed, data, v1, cfg.max_steps + 1)
         return jax.tree.map(lambda x: x[0], finish(c["cells"], fixed, data, v1, c["k"]))
 
-    sequential = jax.jit(lambda v: jax.lax.map(one_cell, v))
-    return _Programs(jax.jit(begin), jax.jit(advance), jax.jit(finish), sequential, n_log)
+    sequential = jax.jit(lambda v, shared: jax.lax.map(lambda v1: one_cell(v1, shared), v))
+    return _Programs(jax.jit(begin), jax.jit(advance), jax.jit(finish), sequential)
 
 
 _PROGRAMS: dict[tuple, _Programs] = {}
@@ -270,15 +417,18 @@ def train_bucket(
     problem: Problem,
     cfg: TrainConfig,
     v: dict,
+    shared=None,
     cache_key=None,
     strategy: str | None = None,
     segment: int = 50,
     shrink: int = 4,
     min_batch: int = 8,
-):
+) -> dict:
     """Train a bucket of cells in one compiled program. ``v``: dict of per-cell arrays with a
-    leading cell axis (must hold ``key`` (B, 2) uint32 and ``lr`` (B,)). Returns
-    (metrics, traces) as numpy, each of shape (B,) / (B, n_log).
+    leading cell axis (must hold ``key`` (B, 2) uint32 and ``lr`` (B,)); ``shared``: arrays held
+    once for the whole bucket (not batched). Returns a dict of numpy arrays with a leading cell
+    axis: ``metrics`` (name -> (B,)), and where configured ``traces`` (name -> (B, n_log)),
+    ``arrays`` (name -> (B, n_array_log, ...)) and ``params``.
 
     ``strategy="vmap"``: all cells step together, ``jit(while_loop(vmap(step)))``, ``segment``
     steps at a time. Between segments the results of cells that stopped are read out, and once
@@ -305,18 +455,17 @@ def train_bucket(
             _PROGRAMS[key] = progs
     v = {k: jnp.asarray(x) for k, x in v.items()}
     if strategy == "sequential":
-        return jax.tree.map(np.asarray, progs.sequential(v))
-    return _run_vmap(progs, cfg, v, segment, shrink, min_batch)
+        return jax.tree.map(np.asarray, progs.sequential(v, shared))
+    return _run_vmap(progs, cfg, v, shared, segment, shrink, min_batch)
 
 
-def _run_vmap(progs: _Programs, cfg: TrainConfig, v: dict, segment: int, shrink: int, min_batch: int):
+def _run_vmap(progs: _Programs, cfg: TrainConfig, v: dict, shared, segment: int, shrink: int, min_batch: int):
     """The host loop of the ``vmap`` strategy: advance a segment, read out finished cells,
     compact the batch once few cells are still running."""
     B = int(v["lr"].shape[0])
-    c, fixed, data = progs.begin(v)
+    c, fixed, data = progs.begin(v, shared)
     rows = np.arange(B)  # original index of each row of the current batch; −1 for padding
-    out_m: dict[str, np.ndarray] = {}
-    out_t: dict[str, np.ndarray] = {}
+    out = None
     reported = np.zeros(B, bool)  # per current row: its result has been read out
     t = 0
     while True:
@@ -325,15 +474,16 @@ def _run_vmap(progs: _Programs, cfg: TrainConfig, v: dict, segment: int, shrink:
         done = np.asarray(c["cells"]["done"])
         fresh = done & ~reported & (rows >= 0)
         if fresh.any():
-            m, tr = jax.tree.map(np.asarray, progs.finish(c["cells"], fixed, data, v, c["k"]))
-            for name, x in m.items():
-                out_m.setdefault(name, np.empty(B, x.dtype))[rows[fresh]] = x[fresh]
-            for name, x in tr.items():
-                out_t.setdefault(name, np.empty((B, progs.n_log), x.dtype))[rows[fresh]] = x[fresh]
+            res = jax.tree.map(np.asarray, progs.finish(c["cells"], fixed, data, v, c["k"]))
+            if out is None:
+                out = jax.tree.map(lambda x: np.empty((B, *x.shape[1:]), x.dtype), res)
+
+            for o, x in zip(jax.tree.leaves(out), jax.tree.leaves(res), strict=True):
+                o[rows[fresh]] = x[fresh]
             reported |= fresh
         running = np.flatnonzero(~done & (rows >= 0))
         if len(running) == 0:
-            return out_m, out_t
+            return out
         size = len(rows)
         if len(running) * shrink <= size and size > min_batch:
             new_size = max(min_batch, 1 << int(np.ceil(np.log2(len(running)))))
@@ -347,37 +497,48 @@ def _run_vmap(progs: _Programs, cfg: TrainConfig, v: dict, segment: int, shrink:
 # ---------------------------------------------------------------- reference path
 
 
-def train_reference(problem: Problem, cfg: TrainConfig, v: dict):
+def train_reference(problem: Problem, cfg: TrainConfig, v: dict, shared=None) -> dict:
     """One cell, one step at a time, in a Python loop: the path the vectorised one is checked
-    against. ``v``: dict of per-cell scalars. Returns (metrics, traces) like
-    :func:`train_bucket` without the cell axis."""
+    against. ``v``: dict of per-cell scalars. Returns the dict of :func:`train_bucket` without
+    the cell axis."""
     v = {k: jnp.asarray(x) for k, x in v.items()}
-    data, train, fixed, opt_state = jax.jit(lambda v: _start(problem, cfg, v))(v)
-    lg = jax.jit(lambda t: _loss_and_grad(problem, t, fixed, data))
-    upd = jax.jit(lambda g, s, t: _update(cfg, g, s, t, v["lr"]))
-    probe = jax.jit(lambda t: _probe(problem, t, fixed, data, v))
-    log_steps = [s for s in cfg.log_steps if s <= cfg.max_steps]
-    traces: dict[str, list] = {}
+    data, train, fixed, opt_state = jax.jit(lambda v: _start(problem, cfg, v, shared))(v)
+    step_loss = jax.jit(lambda tr, t: _step_loss(problem, cfg, tr, fixed, data, v, t))
+    full_loss = jax.jit(lambda tr: _full_loss(problem, tr, fixed, data))
+    upd = jax.jit(lambda g, s, tr: _update(problem, cfg, g, s, tr, v["lr"]))
+    recs = [(name, steps, jax.jit(lambda tr, aux, loss, fn=fn: fn(tr, fixed, data, v, aux, loss)))
+            for name, steps, fn in _recorders(problem, cfg)]  # fmt: skip
+    out: dict[str, Any] = {name: {} for name, _, _ in recs}
+
+    def record(name, fn, tr, step=None):
+        loss, aux = step if step is not None else full_loss(tr)
+        for p, x in fn(tr, aux, loss).items():
+            out[name].setdefault(p, []).append(np.asarray(x, np.float64))
+
     status, stop_step = CAP, cfg.max_steps
     for t in range(cfg.max_steps + 1):
-        loss, grads = lg(train)
-        if t in log_steps:
-            vals = {**probe(train), "train_loss": loss}
-            for n, x in vals.items():
-                traces.setdefault(n, []).append(float(x))
+        (loss, aux), grads = step_loss(train, t)
+        full = None if cfg.batch_size else (loss, aux)  # full batch: the step's loss is L(θ_t)
+        for name, steps, fn in recs:
+            if t in steps:
+                record(name, fn, train, full)
         if not np.isfinite(loss):
             status, stop_step = DIVERGED, t
             break
-        if loss < cfg.loss_threshold:
-            status, stop_step = CONVERGED, t
-            break
+        if t % cfg.stop_every == 0 or t == cfg.max_steps:
+            if (full or full_loss(train))[0] < cfg.loss_threshold:
+                status, stop_step = CONVERGED, t
+                break
         if t == cfg.max_steps:
             break
         train, opt_state = upd(grads, opt_state, train)
-    out = jax.tree.map(np.asarray, jax.jit(lambda t: _final_metrics(problem, t, fixed, data))(train))
-    out.update(status=np.int32(status), stop_step=np.int32(stop_step))
-    for s in log_steps:  # slots after the stop hold the probes of θ_stop
-        if s > stop_step:
-            for n, x in {**probe(train), "train_loss": out["train_loss"]}.items():
-                traces.setdefault(n, []).append(float(x))
-    return out, {n: np.asarray(x) for n, x in traces.items()}
+    metrics = jax.tree.map(np.asarray, jax.jit(lambda tr: _final_metrics(problem, cfg, tr, fixed, data))(train))
+    metrics.update(status=np.int32(status), stop_step=np.int32(stop_step))
+    for name, steps, fn in recs:  # slots after the stop hold the probes of θ_stop
+        for s in steps:
+            if s > stop_step:
+                record(name, fn, train)
+    res = {"metrics": metrics} | {name: {p: np.asarray(x) for p, x in r.items()} for name, r in out.items()}
+    if cfg.save_params:
+        res["params"] = jax.tree.map(np.asarray, {**train, **fixed})
+    return res

@@ -12,7 +12,9 @@ The class signals are orthogonal (e₁, e₂), not ±μ. The released scripts us
 the theory projects the noise orthogonal to the signals (``projected=True`` zeroes the noise
 on e₁ and e₂).
 
-Sample i of a data set is drawn from ``fold_in(key, i)`` and has label +1 for even i and −1
+The training set is drawn from the cell's ``data`` stream and the test set from its ``test``
+stream (:data:`attnlab.train.STREAMS`), so they are independent. Sample i of a set is drawn
+from ``fold_in(key, i)`` and has label +1 for even i and −1
 for odd i, so the first N samples of any set are exactly class-balanced for even N, and a
 sample does not depend on how many samples are drawn beside it (padding-invariant buckets).
 """
@@ -21,6 +23,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from attnlab.problem import DataModel, PartSpec
+from attnlab.train import stream
 
 SIGNAL, STRONG_NOISE, WEAK_NOISE = 0, 1, 2
 """Token roles; token l has role ``token_roles(M)[l]``."""
@@ -63,3 +69,46 @@ def sample(key, i, *, mu_norm, sigma_p, sigma_tilde_p, M, d, projected=False, dt
 def dataset(key, n, **kw):
     """Draw samples 0..n−1: returns (X ∈ R^{n×M×d}, y ∈ R^n)."""
     return jax.vmap(lambda i: sample(key, i, **kw))(jnp.arange(n))
+
+
+class Spec(PartSpec):
+    """Fields of the jiang2024 data model (``data.*``)."""
+
+    M: int = Field(16, ge=3, description="tokens per sample (signal, strong noise, M−2 weak noise)")
+    d: int = Field(1024, ge=2, description="token dimension (≥ 2: two orthogonal class signals e₁, e₂)")
+    mu: PositiveFloat = Field(1.0, description="signal norm ‖μ‖")
+    sigma_p: PositiveFloat = Field(0.2, description="weak noise std σ_p (defines SNR)")
+    sigma_tilde_p: PositiveFloat = Field(4.0, description="strong noise std σ̃_p")
+    projected: bool = Field(False, description="project noise orthogonal to the signals")
+    N: PositiveInt = Field(10, description="training samples (even: class-balanced)")
+    n_test: PositiveInt = Field(100, description="fresh test samples (even: half per class)")
+
+    @model_validator(mode="after")
+    def _even(self):
+        for name in ("N", "n_test"):
+            if getattr(self, name) % 2:
+                raise ValueError(f"data.{name}: values must be even (class-balanced sets), got {getattr(self, name)}")
+        return self
+
+
+def make(key, v, s, pads, shared, dtype):
+    """Training set (padded to ``pads['N']``, first v['N'] real) and test set of one cell."""
+    kw = dict(mu_norm=v["mu"], sigma_p=v["sigma_p"], sigma_tilde_p=v["sigma_tilde_p"], M=s["M"], d=s["d"],
+              projected=s["projected"], dtype=dtype)  # fmt: skip
+    n_pad = pads["N"]
+    X, y = dataset(stream(key, "data"), n_pad, **kw)
+    X_test, y_test = dataset(stream(key, "test"), s["n_test"], **kw)
+    return {"X": X, "y": y, "mask": jnp.arange(n_pad) < v["N"], "X_test": X_test, "y_test": y_test}
+
+
+PART = DataModel(
+    name="jiang2024",
+    version=2,
+    Spec=Spec,
+    static=("M", "d", "projected", "n_test"),
+    batched=("mu", "sigma_p", "sigma_tilde_p", "N"),
+    sizes=("N",),
+    input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
+    make=make,
+    footprint=lambda s, pads: (pads["N"] + s["n_test"], 4 * (pads["N"] + s["n_test"]) * s["M"] * s["d"]),
+)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from attnlab.experiments.base import AttnlabError, Experiment
+from attnlab.errors import AttnlabError
+from attnlab.experiments.base import Experiment
 
 
 def registry() -> dict[str, Experiment]:
-    from attnlab.experiments import jiang2024_fig1, jiang2024_fig3
+    from attnlab.experiments.jiang2024 import fig1, fig3
 
-    return {e.id: e for e in (jiang2024_fig1.EXPERIMENT, jiang2024_fig3.EXPERIMENT)}
+    return {e.id: e for e in (fig1.EXPERIMENT, fig3.EXPERIMENT)}
 
 
 def get(exp_id: str) -> Experiment:

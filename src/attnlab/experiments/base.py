@@ -2,15 +2,19 @@
 
 Experiment = spec(scale) → cells → results → analysis → figures + claims:
 
-    spec     a pydantic model; each scale (smoke, cpu, paper) is a set of field values, and
-             ``--set name=v1,v2`` overrides any field or grid axis
-    cells    flat dicts, one per run, handed to the sweep (ids, buckets, resume)
+    spec     a pydantic model: the experiment's own fields (grid sizes, pass-rule thresholds,
+             reps, seed blocks) and three part tables, ``data``, ``model`` and ``train``, whose
+             fields belong to the composed problem (:mod:`attnlab.problem`). A part field given
+             several values is a grid axis. Each scale (smoke, cpu, paper) is a set of values; a
+             TOML ``--config`` and then ``--set name=v1,v2`` override any of them
+    cells    flat namespaced dicts, one per run: the grid × ``seeds`` blocks × ``reps``
     analyse  fits and claims from the results table (a claim passes only on a measured value)
     figures  PNG + PDF files in the output directory
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import tomllib
@@ -19,32 +23,40 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError
 
+from attnlab import problem as P
 from attnlab.errors import AttnlabError
-from attnlab.sweep import grid
-from attnlab.sweep.executors import EXECUTORS, run_cells
-from attnlab.sweep.store import Store, atomic_write_bytes
-from attnlab.train import default_strategy
+from attnlab.rules import Verdict
 
 SCALES = ("smoke", "cpu", "paper")
 
 
 @dataclass
 class Claim:
+    """A claim written before the run, and its measured verdict: ``outcome`` is pass, fail or
+    inconclusive (e.g. no boundary inside the grid); it passes only on a measured value."""
+
     id: str
     statement: str
     measured: Any
     expected: str
-    passed: bool
+    outcome: str
     detail: str = ""
+
+    @classmethod
+    def of(cls, id: str, statement: str, v: Verdict, detail: str = "") -> Claim:
+        return cls(id, statement, v.measured, v.rule, v.outcome, detail or v.detail)
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
 
     def to_json(self) -> dict:
         d = asdict(self)
-        d["pass"] = bool(d.pop("passed"))
+        d["pass"] = self.passed
         return d
 
 
@@ -55,17 +67,32 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
 
 
+class ExperimentSpec(BaseModel):
+    """Fields every experiment has, and its three part tables."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    data: dict[str, Any] = Field(default_factory=dict, description="the data model's fields (name = which one)")
+    model: dict[str, Any] = Field(default_factory=dict, description="the model's fields (name = which one)")
+    train: dict[str, Any] = Field(default_factory=dict, description="the training recipe's fields")
+    seed: NonNegativeInt = Field(0, description="base seed (part of every cell's id)")
+    seeds: PositiveInt = Field(1, description="independent seed blocks of the whole grid")
+    reps: PositiveInt = Field(1, description="runs per grid point within a block")
+    memory_budget_gb: PositiveFloat = Field(2.0, description="memory per chunk of cells")
+
+
 class Experiment:
     id: str
     title: str
     description: str
-    Spec: type[BaseModel]
+    Spec: type[ExperimentSpec]
     scales: dict[str, dict[str, Any]]
-    family: grid.Family
     assumptions: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # the experiment's own key-only cell labels (e.g. regime)
 
     def cells(self, spec) -> list[dict]:
-        raise NotImplementedError
+        """The grid × seed blocks × reps (override to add variants or tags)."""
+        return expand(spec)
 
     def analyse(self, cols: dict[str, np.ndarray], spec) -> Analysis:
         raise NotImplementedError
@@ -79,14 +106,28 @@ class Experiment:
         """The scale's values, then a TOML config's, then ``--set`` overrides, validated."""
         if scale not in self.scales:
             raise AttnlabError(f"--scale: unknown {scale!r}; valid: {', '.join(self.scales)}")
-        values = dict(self.scales[scale])
+        values = merge(self.defaults(), self.scales[scale])
         if config is not None:
-            values.update(load_toml(self.Spec, config))
-        values.update(parse_sets(self.Spec, sets or []))
+            values = merge(values, load_toml(self.Spec, config, values))
+        values = merge(values, parse_sets(self.Spec, sets or [], values))
         try:
-            return self.Spec(**values)
+            spec = self.Spec(**values)
         except ValidationError as e:
             raise AttnlabError(format_validation_error(e)) from None
+        check_parts(spec)
+        return spec
+
+    def defaults(self) -> dict[str, Any]:
+        """Values common to every scale (the part names, the paper's protocol)."""
+        return {}
+
+
+def merge(a: dict, b: dict) -> dict:
+    """``a`` updated by ``b``; the part tables (dicts) are merged one level down."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def rounded(x, digits: int = 4):
@@ -94,57 +135,167 @@ def rounded(x, digits: int = 4):
     return float(np.round(x, digits)) if x is not None and np.isfinite(x) else None
 
 
+# ---------------------------------------------------------------- parts, axes and cells
+
+
+def _part_fields(kind: str, values: dict) -> dict:
+    name = values.get(kind, {}).get("name")
+    if kind != "train" and name is None:
+        return {}
+    return P.part_spec(kind, name).model_fields
+
+
+def check_parts(spec: ExperimentSpec) -> None:
+    """Unknown part names or fields are errors (the values themselves are validated per cell)."""
+    for kind in P.PART_KINDS:
+        values = getattr(spec, kind)
+        if kind != "train" and "name" not in values:
+            raise AttnlabError(f"{kind}.name: missing (which {kind} model to use)")
+        fields = _part_fields(kind, spec.model_dump())
+        for k in values:
+            if k != "name" and k not in fields:
+                raise AttnlabError(f"{kind}.{k}: unknown field; valid: {', '.join(fields)}")
+
+
+def _flatten(kind: str, d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if k == "lr_mult":
+            out |= {f"{kind}.lr_mult.{g}": v[g] for g in sorted(v)}
+        else:
+            out[f"{kind}.{k}"] = v
+    return out
+
+
+def _validated(kind: str, name: str | None, values: dict, cache: dict) -> dict:
+    """One part's values at one grid point, validated and typed (canonical for hashing)."""
+    key = (kind, name, json.dumps(values, sort_keys=True, default=str))
+    if key not in cache:
+        try:
+            typed = P.part_spec(kind, name)(**{k: v for k, v in values.items() if k != "name"}).model_dump()
+        except ValidationError as e:
+            raise AttnlabError(format_validation_error(e, prefix=kind)) from None
+        cache[key] = ({"name": name} if name else {}) | typed
+    return cache[key]
+
+
+def expand(spec: ExperimentSpec, variants: list[tuple[dict, dict]] | None = None) -> list[dict]:
+    """Cells: for each variant (tags, part overrides such as {"data.mu": 18.0}), every point of
+    the grid (the product of the part fields given several values), validated by each part's
+    spec, × ``seeds`` blocks × ``reps``."""
+    cache: dict = {}
+    axes, base = [], {}
+    for kind in P.PART_KINDS:
+        for k, v in getattr(spec, kind).items():
+            if isinstance(v, list | tuple):
+                axes.append((f"{kind}.{k}", list(v)))
+            else:
+                base[f"{kind}.{k}"] = v
+    cells = []
+    for tags, over in variants or [({}, {})]:
+        for combo in itertools.product(*(vals for _, vals in axes)):
+            point = base | dict(zip((a for a, _ in axes), combo, strict=True)) | over
+            cell = {}
+            for kind in P.PART_KINDS:
+                raw = {k.split(".", 1)[1]: v for k, v in point.items() if k.startswith(kind + ".")}
+                cell |= _flatten(kind, _validated(kind, raw.get("name"), raw, cache))
+            for b in range(spec.seeds):
+                for r in range(spec.reps):
+                    cells.append(cell | tags | {"seed": spec.seed, "block": b, "rep": r})
+    return cells
+
+
 def _is_list(annotation) -> bool:
     return typing.get_origin(annotation) in (list, tuple)
 
 
-def parse_sets(Spec: type[BaseModel], sets: list[str]) -> dict[str, Any]:
-    """``name=v1,v2,...`` → {name: [v1, v2, ...]} for a grid axis (a list field), or
-    {name: v} for a scalar field. Values stay strings: the spec's validation converts them."""
-    fields = Spec.model_fields
-    out: dict[str, Any] = {}
+def resolve_name(Spec: type[BaseModel], name: str, values: dict) -> str:
+    """A ``--set`` name -> its full name: an experiment field, or ``kind.field`` (the short
+    ``field`` is accepted wherever exactly one part has it)."""
+    own = [f for f in Spec.model_fields if f not in P.PART_KINDS]
+    head, _, rest = name.partition(".")
+    if head in P.PART_KINDS and rest:
+        fields = _part_fields(head, values)
+        if rest.split(".")[0] not in (*fields, "name"):
+            raise AttnlabError(f"--set {name}: unknown field of {head}; valid: {', '.join(fields)}")
+        return name
+    if name in own:
+        return name
+    matches = [f"{kind}.{name}" for kind in P.PART_KINDS if head in _part_fields(kind, values)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise AttnlabError(f"--set {name}: ambiguous; use one of {', '.join(matches)}")
+    valid = own + [f"{k}.{f}" for k in P.PART_KINDS for f in _part_fields(k, values)]
+    raise AttnlabError(f"--set {name}: unknown field; valid: {', '.join(valid)}")
+
+
+def parse_sets(Spec: type[BaseModel], sets: list[str], values: dict) -> dict[str, Any]:
+    """``name=v1,v2,...`` overrides, as nested values. A part field given several values becomes
+    a grid axis; an experiment field takes several values only if it is a list. Values stay
+    strings: validation converts them. Part names (``data.name``, ``model.name``) apply first,
+    since they decide which fields exist."""
+    parsed = []
     for s in sets:
         name, eq, raw = s.partition("=")
         name = name.strip()
         if not eq or not name:
             raise AttnlabError(f"--set {s!r}: expected name=value or name=v1,v2,...")
-        if name not in fields:
-            raise AttnlabError(f"--set {name}: unknown field; valid: {', '.join(fields)}")
-        values = [v.strip() for v in raw.split(",") if v.strip()]
-        if not values:
+        vals = [v.strip() for v in raw.split(",") if v.strip()]
+        if not vals:
             raise AttnlabError(f"--set {name}: no value given")
-        if _is_list(fields[name].annotation):
-            out[name] = values
-        elif len(values) == 1:
-            out[name] = values[0]
+        parsed.append((name, vals))
+    parsed.sort(key=lambda p: p[0] not in ("data.name", "model.name"))
+    out: dict[str, Any] = {}
+    for name, vals in parsed:
+        full = resolve_name(Spec, name, merge(values, out))
+        kind, _, field_ = full.partition(".")
+        if kind in P.PART_KINDS and field_:
+            if field_ == "name" and len(vals) > 1:
+                raise AttnlabError(f"--set {full}: takes one value (several models side by side are an experiment's)")
+            value = vals if len(vals) > 1 else vals[0]
+            if field_.startswith("lr_mult."):
+                lr = dict(values.get(kind, {}).get("lr_mult", {})) | out.get(kind, {}).get("lr_mult", {})
+                out.setdefault(kind, {})["lr_mult"] = lr | {field_.split(".", 1)[1]: value}
+            else:
+                out.setdefault(kind, {})[field_] = value
+        elif _is_list(Spec.model_fields[full].annotation):
+            out[full] = vals
+        elif len(vals) == 1:
+            out[full] = vals[0]
         else:
-            raise AttnlabError(f"--set {name}: takes one value (it is not a grid axis), got {len(values)}")
+            raise AttnlabError(f"--set {full}: takes one value (it is not a grid axis), got {len(vals)}")
     return out
 
 
-def load_toml(Spec: type[BaseModel], path: Path) -> dict[str, Any]:
-    """Field values from a TOML file (top-level keys = spec fields)."""
+def load_toml(Spec: type[BaseModel], path: Path, values: dict) -> dict[str, Any]:
+    """Field values from a TOML file: top-level keys are experiment fields, the tables
+    [data], [model] and [train] hold part fields."""
     try:
         with open(path, "rb") as f:
-            values = tomllib.load(f)
+            loaded = tomllib.load(f)
     except OSError as e:
         raise AttnlabError(f"--config {path}: cannot read ({e.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise AttnlabError(f"--config {path}: malformed TOML: {e}") from None
-    unknown = [k for k in values if k not in Spec.model_fields]
+    unknown = [k for k in loaded if k not in Spec.model_fields]
     if unknown:
         raise AttnlabError(
             f"--config {path}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(Spec.model_fields)}"
         )
-    return values
+    for kind in P.PART_KINDS:
+        if kind in loaded and not isinstance(loaded[kind], dict):
+            raise AttnlabError(f"--config {path}: {kind} must be a table ([{kind}])")
+    return loaded
 
 
-def format_validation_error(e: ValidationError) -> str:
+def format_validation_error(e: ValidationError, prefix: str = "") -> str:
     parts = []
     for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "spec"
+        loc = ".".join(str(x) for x in (prefix, *err["loc"]) if x != "") or "spec"
         msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" + (f" (got {err['input']!r})" if "input" in err and loc != "spec" else ""))
+        show = "input" in err and err["loc"]
+        parts.append(f"{loc}: {msg}" + (f" (got {err['input']!r})" if show else ""))
     return "invalid spec: " + "; ".join(parts)
 
 
@@ -155,6 +306,13 @@ def table_columns(table: pa.Table) -> dict[str, np.ndarray]:
     return {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
 
 
+def describe(cell: dict, spec: ExperimentSpec) -> str:
+    """A short label of a cell: its grid coordinates, tags, block and rep."""
+    axes = [f"{k}.{n}" for k in P.PART_KINDS for n, v in getattr(spec, k).items() if isinstance(v, list | tuple)]
+    keys = [*axes, *(k for k in cell if "." not in k and k != "seed")]
+    return ", ".join(f"{k}={cell[k]}" for k in keys if k in cell)
+
+
 def reproduce(
     exp: Experiment,
     scale: str,
@@ -163,17 +321,22 @@ def reproduce(
     executor: str = "local",
     progress: bool = True,
     config: Path | None = None,
+    force: bool = False,
 ) -> dict:
     """Run (or resume) the experiment into ``out``; write results.parquet, figures,
     verdict.json and report.html. Returns the verdict."""
     from attnlab import report  # heavy imports only when a run happens
+    from attnlab.provenance import provenance, versions
+    from attnlab.sweep import executors, grid
+    from attnlab.sweep.store import Store, atomic_write_bytes
 
-    if executor not in EXECUTORS:
-        raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(EXECUTORS)}")
+    if executor not in executors.EXECUTORS:
+        raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(executors.EXECUTORS)}")
     spec = exp.spec(scale, sets, config)
     cells = exp.cells(spec)
     if not cells:
         raise AttnlabError("spec: the grid is empty")
+    plan_check = grid.buckets(cells, exp.tags)  # classification errors before anything is written
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AttnlabError(f"--out {out}: exists and is not a directory")
@@ -183,14 +346,21 @@ def reproduce(
         raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
     t0 = time.perf_counter()
     store = Store(out)
-    trained = run_cells(
-        exp.family, cells, store, memory_budget=spec.memory_budget_gb * 1e9, executor=executor, progress=progress
+    schema = {}
+    for static in plan_check:
+        schema |= P.Composition.of(dict(static)).schema
+    store.check_compatible({"schema": schema, **versions()}, force=force)
+    trained = executors.run_cells(
+        cells, store, tags=exp.tags, memory_budget=spec.memory_budget_gb * 1e9, executor=executor, progress=progress
     )
-    table = store.assemble([grid.cell_id(c) for c in cells])
+    ids = [grid.cell_id(c) for c in cells]
+    by_id = dict(zip(ids, cells, strict=True))
+    table = store.assemble(ids, describe=lambda i: describe(by_id[i], spec))
     cols = table_columns(table)
     analysis = exp.analyse(cols, spec)
     figures = exp.figures(cols, spec, analysis, out)
     runtime = time.perf_counter() - t0
+    dtype = str(cells[0].get("train.dtype", "float32"))
     verdict = {
         "experiment": exp.id,
         "scale": scale,
@@ -198,8 +368,7 @@ def reproduce(
         "cells_trained_now": trained,
         "runtime_s": round(runtime, 3),
         "train_seconds_total": float(np.sum(cols["seconds"])),
-        "backend": jax.default_backend(),
-        "strategy": default_strategy(),
+        "provenance": provenance(executors.strategy(), dtype),
         "claims": [c.to_json() for c in analysis.claims],
     }
     atomic_write_bytes(out / "spec.json", json.dumps(spec.model_dump(), indent=2).encode())

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from attnlab.problem import Model, PartSpec
 
 
 @dataclass(frozen=True)
@@ -70,3 +73,28 @@ def apply(params, X, hp: Hparams):
 def logistic_loss(f, y):
     """ℓ(y f) = log(1 + exp(−y f)), computed stably."""
     return jax.nn.softplus(-y * f)
+
+
+class Spec(PartSpec):
+    """Fields of the jiang2024 model (``model.*``); M and d come from the data model."""
+
+    d_h: PositiveInt = Field(512, description="query/key width")
+    d_v: PositiveInt = Field(512, description="value width")
+    init_scale: PositiveFloat = Field(16.0, description="W_Q, W_K, W_V = Linear init / init_scale")
+    tau: PositiveFloat = Field(1.0, description="softmax temperature multiplier")
+    train_w_O: bool = Field(False, description="train the head w_O too")
+
+
+PART = Model(
+    name="jiang2024",
+    version=1,
+    Spec=Spec,
+    static=tuple(Spec.model_fields),
+    batched=(),
+    hparams=lambda s, shape: Hparams(M=shape["tokens"], d=shape["d"], **s),
+    init=init,
+    apply=apply,
+    trainable=trainable,
+    groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("w_O",)},
+    sizes=lambda hp: (hp.d * (2 * hp.d_h + hp.d_v) + hp.d_v, hp.M * (2 * hp.d_h + hp.d_v + 2 * hp.M)),
+)

@@ -1,41 +1,28 @@
 """Cells, ids, buckets and chunks.
 
-A *cell* is a flat dict that fully specifies one run (data, model, training, seeds). Its id is a
-hash of its canonical JSON, so a result can be found again and a rerun skips what is done. The
-cell's PRNG key is derived from the id, so a cell's numbers depend on its config alone, never
-on which other cells share its batch.
+A *cell* is a flat dict of namespaced fields that fully specifies one run (see
+:mod:`attnlab.problem`). Its id is a hash of its canonical JSON and of the schema versions of its
+parts, so a result can be found again and a rerun skips what is done. The cell's PRNG key is
+derived from the id, so a cell's numbers depend on its config alone, never on which other cells
+share its batch.
 
-A *family* (model + data + loss plug-in) says which fields fix static shapes (the bucket) and
-which are per-cell inputs; cells of one bucket are padded to the largest sample count
-(``family.size_field``) and trained as one program, in chunks that fit a memory budget.
+Cells whose static fields agree form a *bucket*, trained as one compiled program; a bucket is
+split into *chunks* that fit a memory budget, each padded to its largest value of every size
+field (``data.N``, …).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from attnlab.train import Problem, TrainConfig
-
-SCHEMA_VERSION = 1  # bump when a change alters what a given cell computes
-
-
-class Family(Protocol):
-    name: str
-    static_fields: tuple[str, ...]  # fix shapes / the compiled program
-    dynamic_fields: tuple[str, ...]  # batched per-cell inputs
-    size_field: str  # the sample count, padded within a bucket
-
-    def problem(self, static: dict, n_pad: int) -> Problem: ...
-
-    def train_config(self, static: dict) -> TrainConfig: ...
-
-    def cell_bytes(self, static: dict, n_pad: int) -> int: ...
+from attnlab.problem import Composition
 
 
 def canonical(cell: dict[str, Any]) -> str:
@@ -43,9 +30,16 @@ def canonical(cell: dict[str, Any]) -> str:
     return json.dumps(cell, sort_keys=True, separators=(",", ":"))
 
 
+@functools.cache
+def _schema(data: str, model: str) -> str:
+    comp = Composition.of({"data.name": data, "model.name": model})
+    return ",".join(f"{k}:{v}" for k, v in sorted(comp.schema.items()))
+
+
 def cell_id(cell: dict[str, Any]) -> str:
-    """16 hex digits of sha256 over the canonical config (plus the schema version)."""
-    payload = f"v{SCHEMA_VERSION}:" + canonical(cell)
+    """16 hex digits of sha256 over the parts' schema versions and the canonical config."""
+    schema = _schema(cell["data.name"], cell["model.name"]) if "data.name" in cell and "model.name" in cell else ""
+    payload = f"{schema}|" + canonical(cell)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -54,30 +48,42 @@ def cell_key(cid: str) -> np.ndarray:
     return np.array([int(cid[:8], 16), int(cid[8:16], 16)], dtype=np.uint32)
 
 
-def buckets(family: Family, cells: list[dict]) -> dict[tuple, list[dict]]:
-    """Group cells by their static fields (order of first appearance is kept)."""
+def buckets(cells: list[dict], tags: tuple[str, ...] = ()) -> dict[tuple, list[dict]]:
+    """Group cells by their static fields (order of first appearance is kept). Every field must
+    be classified as static, batched or key-only: an unclassified one is an error."""
     out: dict[tuple, list[dict]] = defaultdict(list)
+    seen: dict[tuple, tuple[str, ...]] = {}
     for c in cells:
-        out[tuple((f, c[f]) for f in family.static_fields)].append(c)
+        sig = (c.get("data.name"), c.get("model.name"), tuple(sorted(c)))
+        if sig not in seen:
+            comp = Composition.of(c, tags)
+            seen[sig] = tuple(k for k in sorted(c) if comp.classify(k) == "static")
+        out[tuple((f, c[f]) for f in seen[sig])].append(c)
     return dict(out)
 
 
 def chunks(
-    family: Family, static: dict, cells: list[dict], memory_budget: float, max_cells: int = 200
-) -> Iterator[list[dict]]:
+    comp: Composition, static: dict, cells: list[dict], memory_budget: float, max_cells: int = 200
+) -> Iterator[tuple[list[dict], dict[str, int]]]:
     """Split a bucket into chunks whose estimated memory stays under ``memory_budget`` bytes and
-    that hold at most ``max_cells`` cells (the unit of progress and of loss on interruption).
-    Cells are sorted by sample count first, so a chunk pads as little as possible."""
-    cells = sorted(cells, key=lambda c: c[family.size_field])
-    n_pad = max(c[family.size_field] for c in cells)
-    size = max(1, min(max_cells, int(memory_budget // max(1, family.cell_bytes(static, n_pad)))))
+    that hold at most ``max_cells`` cells (the unit of progress and of loss on interruption);
+    yields (cells, pads). Cells are sorted by their sizes first, so a chunk pads little."""
+    sizes = comp.size_fields()
+    cells = sorted(cells, key=lambda c: tuple(c[s] for s in sizes))
+    top = {s: max(c[s] for c in cells) for s in sizes}
+    size = max(1, min(max_cells, int(memory_budget // max(1, comp.cell_bytes(static, top)))))
     for i in range(0, len(cells), size):
-        yield cells[i : i + size]
+        chunk = cells[i : i + size]
+        yield chunk, {s: max(c[s] for c in chunk) for s in sizes}
 
 
-def batch_inputs(family: Family, cells: list[dict], dtype: str = "float32") -> dict[str, np.ndarray]:
-    """Per-cell inputs of a chunk: the dynamic fields (floats in ``dtype``) and each cell's key."""
-    v = {f: np.asarray([c[f] for c in cells]) for f in family.dynamic_fields}
+def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
+    """Per-cell inputs of a chunk: the batched fields (floats in the cell's training dtype) and
+    each cell's key."""
+    dtype = cells[0].get("train.dtype", "float32")
+    names = [k for k in sorted(cells[0]) if comp.classify(k) == "batched"]
+    v = {f: np.asarray([c[f] for c in cells]) for f in names}
     v = {f: x.astype(dtype) if x.dtype.kind == "f" else x for f, x in v.items()}
+    v["lr"] = v.pop("train.lr")
     v["key"] = np.stack([cell_key(cell_id(c)) for c in cells])
     return v

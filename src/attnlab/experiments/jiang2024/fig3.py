@@ -12,21 +12,25 @@ Harmful setting = the released script's: M = 3, d = 2048, d_h = 1024, d_v = 512,
 "well above" as Fig. 1's benign region).
 
 Claims (attention = query-averaged, averaged over the training samples, at the last step; one
-value per repeat). Onset of a probe = first logged step where its change from step 0 reaches
-``onset`` (10 %) of its largest change; for a group (V-scalars, QK logits) the member with the
-largest change is used.
-  sparse-benign   attention on the signal token > on the strong-noise token in every repeat,
-                  and its mean ≥ 1.25/M (25 % above uniform)
-  sparse-harmful  attention on the strong-noise token > on the signal token in every repeat,
-                  and its mean ≥ 1.25/M
-  stages-<regime> V-scalars grow first, while attention is still near uniform: the median onset
-                  of the V-scalars precedes the median onsets of the QK logits and of the
-                  attention on the dominant token
-The stage statistic was first the half-change time (step at 50 % of the largest change). The
-paper-scale benign run showed why that is a poor stage marker: the V-scalar keeps growing
-slowly for hundreds of steps, so its half-change time is late although its growth starts first
-(half-change V 35 vs QK 25 steps at ‖μ‖ = 28, a failing verdict; V 15 vs QK 7 at ‖μ‖ = 50). The
-onset replaced it; the half-change times are still reported beside it.
+value per repeat; each judged by a paired one-sided sign test over repeats, ties counted as
+failures, p < ``alpha``):
+  sparse-<regime>  the dominant token (signal if benign, strong noise if harmful) gets more
+                   attention than the best other token (the other named token and every single
+                   weak-noise token), and its mean is ≥ 1.25/M (25 % above uniform)
+  stages-<regime>  V-scalars start growing first: per repeat, the onset of the V-scalars precedes
+                   both the onset of the QK logits and that of the attention on the dominant token
+The onset of a group is the first logged step at which any member has moved from its value at
+step 0 by ``onset_delta`` (0.1, in logit units: a V-scalar enters f through ā_s·x_sᵀW_V w_O and
+a QK logit is a softmax logit), and for the attention by ``onset_attn`` (0.02 of attention
+mass). Both are absolute, so an onset does not depend on how long the run is; a group that never
+moves that far has no onset (∞), and a tie (both ∞) counts against the claim. The QK group has
+six logits, the strong→strong logit ξ̃ᵀW_QW_Kᵀξ̃ (the most likely driver of the attention in the
+harmful regime) among them.
+
+Earlier versions timed the stages by the half-change (then 10 %-change) of each probe relative
+to its largest change over the run, which depends on the run length; the paper-scale benign run
+showed why it misleads (the V-scalar keeps growing for hundreds of steps). Those times are still
+reported in the summary.
 """
 
 from __future__ import annotations
@@ -37,42 +41,25 @@ import matplotlib.pyplot as plt
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from attnlab import plots, theory
+from attnlab import plots, rules, theory
 from attnlab.experiments import jiang2024 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
 
 REGIMES = ("harmful", "benign")
 V_SCALARS = ("V_signal", "V_strong")
-QK_LOGITS = ("qk_signal_signal", "qk_signal_strong", "qk_weak_signal", "qk_weak_strong")
+QK_LOGITS = ("qk_signal_signal", "qk_signal_strong", "qk_strong_strong", "qk_strong_signal", "qk_weak_signal",
+             "qk_weak_strong")  # fmt: skip
 
 
-class Spec(common.ModelSpec):
-    M: int = Field(3, ge=3)
-    d: PositiveInt = 2048
-    d_h: PositiveInt = 1024
-    d_v: PositiveInt = 512
-    sigma_p: PositiveFloat = 0.05
-    sigma_tilde_p: PositiveFloat = 1.0
-    init_scale: PositiveFloat = 32.0
-    lr: PositiveFloat = 0.01
-    max_steps: int = Field(500, ge=1)
-    loss_threshold: float = Field(0.0, description="0: no early stop (the loss is positive)")
+class Spec(ExperimentSpec):
     regime: list[str] = Field(list(REGIMES), description="grid axis: which settings to run")
-    mu_harmful: PositiveFloat = 1.0
-    N_harmful: PositiveInt = 10
-    mu_benign: PositiveFloat = 50.0
-    N_benign: PositiveInt = 10
-    reps: PositiveInt = Field(10, description="independent repeats per regime")
-    log_every: PositiveInt = Field(5, description="probe every this many steps")
-    log_dense_until: int = Field(50, ge=0, description="probe at every step before this one")
-    onset: float = Field(0.1, gt=0, lt=1, description="onset = first step at this fraction of the largest change")
-
-    @field_validator("N_harmful", "N_benign")
-    @classmethod
-    def _even(cls, v):
-        if v % 2:
-            raise ValueError(f"must be even (class-balanced training set), got {v}")
-        return v
+    mu_harmful: PositiveFloat = Field(1.0, description="‖μ‖ of the harmful setting")
+    N_harmful: PositiveInt = Field(10, description="N of the harmful setting (even)")
+    mu_benign: PositiveFloat = Field(50.0, description="‖μ‖ of the benign setting")
+    N_benign: PositiveInt = Field(10, description="N of the benign setting (even)")
+    onset_delta: PositiveFloat = Field(0.1, description="onset of V-scalars / QK logits: this change, in logit units")
+    onset_attn: PositiveFloat = Field(0.02, description="onset of attention: this change of attention mass")
+    alpha: float = Field(0.05, gt=0, lt=1, description="level of the sign tests")
 
     @field_validator("regime")
     @classmethod
@@ -83,9 +70,18 @@ class Spec(common.ModelSpec):
         return [r for r in REGIMES if r in v]
 
 
+# The released script's harmful setting; probes at every step for 50 steps, then every 5.
+PAPER = dict(
+    data={"M": 3, "d": 2048, "sigma_p": 0.05, "sigma_tilde_p": 1.0},
+    model={"d_h": 1024, "d_v": 512, "init_scale": 32.0},
+    train={"lr": 0.01, "max_steps": 500, "loss_threshold": 0.0, "log_every": 5, "log_dense_until": 50,
+           "probes": "jiang2024"},
+    reps=10,
+)  # fmt: skip
 # cpu: d = 256, d_h = 128, d_v = 64 (8× smaller); ‖μ‖ = 18 keeps the benign N·SNR² ≈ 5·10³.
-CPU = dict(d=256, d_h=128, d_v=64, mu_benign=18.0)
-SMOKE = dict(d=32, d_h=16, d_v=8, mu_benign=4.0, max_steps=60, reps=2, log_every=5, log_dense_until=10, n_test=20)
+CPU = dict(data={"d": 256}, model={"d_h": 128, "d_v": 64}, mu_benign=18.0)
+SMOKE = dict(data={"d": 32, "n_test": 20}, model={"d_h": 16, "d_v": 8}, mu_benign=4.0, reps=2,
+             train={"max_steps": 60, "log_every": 5, "log_dense_until": 10})  # fmt: skip
 
 
 class Fig3(Experiment):
@@ -94,21 +90,20 @@ class Fig3(Experiment):
     description = __doc__
     Spec = Spec
     scales = {"smoke": SMOKE, "cpu": CPU, "paper": {}}
-    family = common.FAMILY
+    tags = ("regime",)
     assumptions = (
         "Benign setting: the harmful script setting with ‖μ‖ = 50 (paper scale) / 18 (cpu scale), N·SNR² ≈ 5·10³.",
         "cpu scale: d = 256, d_h = 128, d_v = 64 instead of 2048/1024/512.",
-        "Onset of a probe = first logged step where its change from step 0 reaches 10% of its largest change.",
+        "Onset of a group = first logged step at which a member moved by 0.1 (logit units; 0.02 of attention mass).",
     ) + common.ASSUMPTIONS
 
+    def defaults(self):
+        return merge(common.DEFAULTS, PAPER)
+
     def cells(self, spec: Spec) -> list[dict]:
-        base = spec.cell_fields() | {"log_every": spec.log_every, "log_dense_until": spec.log_dense_until}
-        setting = {r: (getattr(spec, f"mu_{r}"), getattr(spec, f"N_{r}")) for r in REGIMES}
-        return [
-            base | {"regime": r, "mu": setting[r][0], "N": setting[r][1], "rep": k}
-            for r in spec.regime
-            for k in range(spec.reps)
-        ]
+        variants = [({"regime": r}, {"data.mu": getattr(spec, f"mu_{r}"), "data.N": getattr(spec, f"N_{r}")})
+                    for r in spec.regime]  # fmt: skip
+        return expand(spec, variants)
 
     def _traces(self, cols, regime):
         sel = cols["regime"] == regime
@@ -118,67 +113,75 @@ class Fig3(Experiment):
 
     def analyse(self, cols, spec: Spec) -> Analysis:
         claims, summary = [], {}
+        M = int(cols["data.M"][0])
         for regime in spec.regime:
             t, get = self._traces(cols, regime)
-            sig, strong = get("attn_signal_mean"), get("attn_strong_mean")
+            sig, strong, weak_max = get("attn_signal_mean"), get("attn_strong_mean"), get("attn_weak_max_mean")
             dominant, other = (sig, strong) if regime == "benign" else (strong, sig)
             token = "signal" if regime == "benign" else "strong-noise"
             V = np.stack([get(n) for n in V_SCALARS], 1)  # (reps, 2, T)
-            QK = np.stack([get(n) for n in QK_LOGITS], 1)
+            QK = np.stack([get(n) for n in QK_LOGITS], 1)  # (reps, 6, T)
 
-            groups = {"V": V, "QK": QK, "attention": dominant}
-            onset = {k: _times(t, x, spec.onset) for k, x in groups.items()}
-            half = {k: _times(t, x, 0.5) for k, x in groups.items()}
-            med = {k: float(np.nanmedian(x)) for k, x in onset.items()}
-            snr = common.data.snr(getattr(spec, f"mu_{regime}"), spec.sigma_p, spec.d)
+            onset = {
+                "V": _onsets(t, V, spec.onset_delta),
+                "QK": _onsets(t, QK, spec.onset_delta),
+                "attention": _onsets(t, dominant[:, None], spec.onset_attn),
+            }
+            half = {k: [theory.first_crossing(t, _largest(x), 0.5) for x in g] for k, g in
+                    (("V", V), ("QK", QK), ("attention", dominant[:, None]))}  # fmt: skip
+            mu, N = getattr(spec, f"mu_{regime}"), getattr(spec, f"N_{regime}")
+            snr = common.data.snr(mu, cols["data.sigma_p"][0], cols["data.d"][0])
             sel = cols["regime"] == regime
             summary[regime] = {
-                "N·SNR²": float(getattr(spec, f"N_{regime}") * snr**2),
+                "N·SNR²": float(N * snr**2),
                 "final train loss (mean)": float(cols["train_loss"][sel].mean()),
                 "final test loss (mean)": float(cols["test_loss"][sel].mean()),
                 f"final attention on {token} (mean)": float(dominant[:, -1].mean()),
-                "final attention on the other token (mean)": float(other[:, -1].mean()),
-                "largest |ΔV-scalar| (median)": float(
-                    np.median([np.abs(_largest(x) - _largest(x)[0]).max() for x in V])
-                ),
-                "largest |ΔQK logit| (median)": float(
-                    np.median([np.abs(_largest(x) - _largest(x)[0]).max() for x in QK])
-                ),
-                "onset steps": onset,
-                "half-change steps": half,
+                "final attention on the other named token (mean)": float(other[:, -1].mean()),
+                "final attention on the best weak-noise token (mean)": float(weak_max[:, -1].mean()),
+                "largest |ΔV-scalar| (median)": float(np.median([np.abs(x - x[:, :1]).max() for x in V])),
+                "largest |ΔQK logit| (median)": float(np.median([np.abs(x - x[:, :1]).max() for x in QK])),
+                "onset steps": {k: [rounded(x) for x in v] for k, v in onset.items()},
+                "half-change steps (run-length dependent, for reference)": half,
             }
-            final_dom, final_other = dominant[:, -1], other[:, -1]
-            claims.append(Claim(
+            best_other = np.maximum(other[:, -1], weak_max[:, -1])
+            sparse = rules.sign_test(dominant[:, -1] - best_other, alpha=spec.alpha,
+                                     name=f"attention on {token} − best other token")  # fmt: skip
+            mean_dom = float(dominant[:, -1].mean())
+            measured = sparse.measured | {f"attn_{token}": rounded(mean_dom),
+                                          "attn_best_other": rounded(float(best_other.mean())),
+                                          "threshold_1.25/M": rounded(1.25 / M)}  # fmt: skip
+            outcome = rules.FAIL if mean_dom < 1.25 / M else sparse.outcome
+            claims.append(Claim.of(
                 f"sparse-{regime}", f"{regime} regime: query-averaged attention concentrates on the {token} token",
-                {f"attn_{token}": rounded(final_dom.mean()), "attn_other": rounded(final_other.mean()),
-                 "reps_dominant": int(np.sum(final_dom > final_other)), "reps": len(final_dom)},
-                f"{token} > other in every repeat, and mean ≥ 1.25/M = {1.25 / spec.M:.3f} (25% above uniform)",
-                bool(np.all(final_dom > final_other) and final_dom.mean() >= 1.25 / spec.M),
+                rules.Verdict(outcome, measured, sparse.rule + f"; and mean ≥ 1.25/M = {1.25 / M:.3f}",
+                              sparse.detail if mean_dom >= 1.25 / M else f"mean {mean_dom:.3f} < 1.25/M"),
             ))  # fmt: skip
-            k_v = int(np.argmin(np.abs(t - med["V"]))) if np.isfinite(med["V"]) else 0
-            claims.append(Claim(
+            V_on, later = np.asarray(onset["V"]), np.minimum(onset["QK"], onset["attention"])
+            with np.errstate(invalid="ignore"):
+                diffs = np.where(np.isinf(V_on) & np.isinf(later), 0.0, later - V_on)  # ∞ vs ∞: a tie
+            stages = rules.sign_test(diffs, alpha=spec.alpha, name="min(onset QK, onset attention) − onset V")
+            med = {k: rounded(float(np.median(v))) for k, v in onset.items()}
+            claims.append(Claim.of(
                 f"stages-{regime}",
-                f"{regime} regime: V-scalars start growing before the QK logits and before attention sparsifies",
-                {"median_onset_V": rounded(med["V"]), "median_onset_QK": rounded(med["QK"]),
-                 "median_onset_attention": rounded(med["attention"]),
-                 f"attn_{token}_at_V_onset": rounded(float(dominant[:, k_v].mean())),
-                 "median_half_V": rounded(float(np.nanmedian(half["V"]))),
-                 "median_half_QK": rounded(float(np.nanmedian(half["QK"])))},
-                "median onset V < median onset QK and < median onset of attention",
-                bool(med["V"] < med["QK"] and med["V"] < med["attention"]),
+                f"{regime} regime: V-scalars start growing before the QK logits and before the attention moves",
+                rules.Verdict(stages.outcome, stages.measured | {f"median_onset_{k}": v for k, v in med.items()},
+                              stages.rule, stages.detail),
             ))  # fmt: skip
         return Analysis(claims=claims, summary=summary)
-
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
         fig, axes = plt.subplots(len(spec.regime), 5, figsize=(17, 3.3 * len(spec.regime)), squeeze=False,
                                  constrained_layout=True)  # fmt: skip
         panels = (
             ("loss", (("train_loss", "train loss"), ("test_loss", "test loss"))),
             ("attention (sample 0)", (("attn_signal", "signal token"), ("attn_strong", "strong-noise token"))),
-            ("V-scalars", (("V_signal", "μ₊ᵀW_V w_O"), ("V_strong", "ξ₂ᵀW_V w_O"))),
-            ("QK logits, signal query", (("qk_signal_signal", "μ₊ᵀW_QW_Kᵀμ₊"), ("qk_signal_strong", "μ₊ᵀW_QW_Kᵀξ₂"))),
-            ("QK logits, weak-noise query", (("qk_weak_signal", "ξ_iᵀW_QW_Kᵀμ₊"), ("qk_weak_strong", "ξ_iᵀW_QW_Kᵀξ₂"))),
-        )
+            ("V-scalars", (("V_signal", "μ₊ᵀW_V w_O"), ("V_strong", "ξ̃ᵀW_V w_O"))),
+            ("QK logits, signal and strong-noise queries",
+             (("qk_signal_signal", "μ₊ᵀW_QW_Kᵀμ₊"), ("qk_signal_strong", "μ₊ᵀW_QW_Kᵀξ̃"),
+              ("qk_strong_strong", "ξ̃ᵀW_QW_Kᵀξ̃"), ("qk_strong_signal", "ξ̃ᵀW_QW_Kᵀμ₊"))),
+            ("QK logits, weak-noise query", (("qk_weak_signal", "ξ_iᵀW_QW_Kᵀμ₊"), ("qk_weak_strong", "ξ_iᵀW_QW_Kᵀξ̃"))),
+        )  # fmt: skip
+        c = {k: cols[k][0] for k in ("data.d", "data.M", "model.d_h", "model.d_v", "train.lr", "model.init_scale")}
         for row, regime in zip(axes, spec.regime, strict=True):
             t, get = self._traces(cols, regime)
             s = analysis.summary[regime]
@@ -186,7 +189,7 @@ class Fig3(Experiment):
                 for name, label in series:
                     plots.band(ax, t, get(name), label)
                 if title == "attention (sample 0)":
-                    ax.axhline(1 / spec.M, color="grey", lw=0.8, ls=":", label="uniform 1/M")
+                    ax.axhline(1 / c["data.M"], color="grey", lw=0.8, ls=":", label="uniform 1/M")
                 ax.set_title(title)
                 ax.set_xscale("symlog", linthresh=10)  # the stages of the benign run fit in ~10 steps
                 ax.set_xlim(0, t[-1])
@@ -195,16 +198,21 @@ class Fig3(Experiment):
             row[0].set_ylabel(f"{regime}: ‖μ‖ = {getattr(spec, f'mu_{regime}'):g}, N = {getattr(spec, f'N_{regime}')}, "
                               f"N·SNR² = {s['N·SNR²']:.3g}", fontsize=9)  # fmt: skip
         fig.suptitle(
-            f"{self.id}: d = {spec.d}, M = {spec.M}, d_h = {spec.d_h}, d_v = {spec.d_v}, lr = {spec.lr:g}, "
-            f"init/{spec.init_scale:g}, mean ± std over {spec.reps} repeats",
+            f"{self.id}: d = {c['data.d']}, M = {c['data.M']}, d_h = {c['model.d_h']}, d_v = {c['model.d_v']}, "
+            f"lr = {c['train.lr']:g}, init/{c['model.init_scale']:g}, mean ± std over {spec.reps * spec.seeds} repeats",
             fontsize=9,
         )
         return plots.save(fig, out, "fig3_dynamics")
 
 
-def _times(t, runs, frac):
-    """Per repeat: first step at ``frac`` of the largest change (of the group's largest member)."""
-    return [theory.first_crossing(t, _largest(x) if x.ndim == 2 else x, frac) for x in runs]
+def _onsets(t, runs, delta) -> list[float]:
+    """Per repeat: first logged step at which any member of the group (rows of runs[i]) has
+    moved from its step-0 value by ≥ delta; ∞ if none ever does."""
+    out = []
+    for x in runs:
+        moved = np.any(np.abs(x - x[:, :1]) >= delta, axis=0)
+        out.append(float(t[np.argmax(moved)]) if moved.any() else np.inf)
+    return out
 
 
 def _largest(series: np.ndarray) -> np.ndarray:

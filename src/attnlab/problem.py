@@ -1,0 +1,280 @@
+"""A Problem is composed of three parts: a data model, a model and a training recipe.
+
+Each part has its own fields, namespaced in a cell so that they cannot collide::
+
+    data.name = "jiang2024"   data.mu = 20.0   data.N = 10   ...   (the data model's fields)
+    model.name = "jiang2024"  model.d_h = 512  model.tau = 1.0 ...   (the model's fields)
+    train.lr = 0.1   train.optimizer = "gd"   train.loss = "logistic" ... (the recipe's fields)
+    seed, block, rep, and an experiment's tags (e.g. regime)          (key-only: they change the
+                                                                       cell's id and key, nothing else)
+
+Every field is classified: *static* (fixes shapes or the compiled program: a bucket shares
+them), *batched* (a per-cell input of the compiled program) or *key-only*. An unclassified
+field is an error, never silently folded into another cell's program.
+
+A grid across papers is a composition of existing parts (jiang2024 data into another paper's
+model), never a new family: the model takes its input shape (tokens, d) from the data model.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jax.numpy as jnp
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+
+from attnlab import train as T
+from attnlab.errors import AttnlabError
+
+KEY_ONLY = ("seed", "block", "rep")
+PART_KINDS = ("data", "model", "train")
+
+
+class PartSpec(BaseModel):
+    """Base of every part's fields: unknown fields, NaN and inf are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+@dataclass(frozen=True)
+class DataModel:
+    """A data model. ``make(key, v, s, pads, shared, dtype)`` returns the training set padded to
+    ``pads`` (X: a per-sample pytree with leading axis n_pad, y, mask) and the test set; ``v``
+    holds its batched fields, ``s`` its static ones. Samples are either generated inside the
+    compiled program (``shared`` is None) or indexed out of arrays held once per bucket
+    (``shared(s)`` returns them; ``make`` takes a per-cell index subset)."""
+
+    name: str
+    version: int  # bump when a change alters what a given cell computes
+    Spec: type[PartSpec]
+    static: tuple[str, ...]
+    batched: tuple[str, ...]
+    sizes: tuple[str, ...]  # padded size fields (⊂ batched): a chunk pads each to its largest value
+    input_shape: Callable[[dict], dict]  # static fields -> {"tokens": M, "d": d}
+    make: Callable[..., dict]
+    footprint: Callable[[dict, dict], tuple[int, int]]  # (static, pads) -> (samples evaluated, bytes of data)
+    shared: Callable[[dict], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model: ``hparams(s, shape)`` -> its frozen Hparams; ``init(key, hp, dtype)``;
+    ``apply(params, x, hp) -> (f, aux)`` for one sample; ``trainable(hp)``; ``groups(hp)``:
+    learning-rate group -> parameter names; ``sizes(hp)``: (parameter count, activations per
+    sample) for memory estimates."""
+
+    name: str
+    version: int
+    Spec: type[PartSpec]
+    static: tuple[str, ...]
+    batched: tuple[str, ...]
+    hparams: Callable[[dict, dict], Any]
+    init: Callable[..., dict]
+    apply: Callable[..., tuple]
+    trainable: Callable[[Any], tuple[str, ...]]
+    groups: Callable[[Any], dict[str, tuple[str, ...]]]
+    sizes: Callable[[Any], tuple[int, int]]
+
+
+class Recipe(PartSpec):
+    """The training recipe (the trainer's own fields, shared by every paper)."""
+
+    loss: Literal["logistic", "hinge", "squared"] = Field("logistic", description="per-sample loss")
+    optimizer: Literal["gd", "momentum", "adam"] = Field("gd", description="optimiser")
+    momentum: float = Field(0.9, ge=0, lt=1, description="momentum (optimizer = momentum)")
+    lr: PositiveFloat = Field(0.1, description="learning rate")
+    lr_mult: dict[str, PositiveFloat] = Field(
+        default_factory=dict, description="learning-rate multiplier per parameter group, e.g. lr_mult.QK=3"
+    )
+    batch_size: NonNegativeInt = Field(0, description="mini-batch size b (0: full batch)")
+    max_steps: NonNegativeInt = Field(1000, description="step cap")
+    loss_threshold: float = Field(0.0, description="stop at the first judged step with training loss below this")
+    stop_every: PositiveInt = Field(1, description="judge the stop rule on the full training set every this many steps")
+    log_every: NonNegativeInt = Field(0, description="record probes every this many steps (0: none)")
+    log_dense_until: NonNegativeInt = Field(0, description="record probes at every step before this one")
+    array_log_every: NonNegativeInt = Field(0, description="record array-valued probes every this many steps")
+    probes: str = Field("", description="the probe set recorded on the log schedule ('' for none)")
+    dtype: Literal["float32", "float64"] = Field("float32", description="training precision")
+    save_params: bool = Field(False, description="store each cell's final parameters")
+
+
+RECIPE_VERSION = 2
+RECIPE_STATIC = tuple(f for f in Recipe.model_fields if f not in ("lr", "lr_mult"))
+RECIPE_BATCHED = ("lr",)
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """Probes a paper defines: ``build(ctx) -> (probes, array_probes)`` where ``ctx`` is the
+    :class:`Context` of a composed problem and each returned function takes
+    (params, data, v, aux)."""
+
+    name: str
+    build: Callable[[Context], tuple[Callable | None, Callable | None]]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a probe set may use: the parts, their static fields, the model's Hparams."""
+
+    data: DataModel
+    model: Model
+    data_static: dict
+    hp: Any
+    loss: T.Loss
+    apply: Callable  # (params, x) -> (f, aux) for one sample
+
+
+@functools.cache
+def registry() -> dict[str, dict[str, Any]]:
+    """Every registered part, by kind and name."""
+    from attnlab.data import jiang2024 as d_jiang
+    from attnlab.data import pool as d_pool
+    from attnlab.experiments.jiang2024 import probes as p_jiang
+    from attnlab.models import jiang2024 as m_jiang
+
+    return {
+        "data": {p.name: p for p in (d_jiang.PART, d_pool.PART)},
+        "model": {p.name: p for p in (m_jiang.PART,)},
+        "probes": {p.name: p for p in (p_jiang.PROBES,)},
+    }
+
+
+def part(kind: str, name: str):
+    parts = registry()[kind]
+    if name not in parts:
+        raise AttnlabError(f"{kind}.name: unknown {kind} {name!r}; valid: {', '.join(parts)}")
+    return parts[name]
+
+
+def part_spec(kind: str, name: str | None) -> type[PartSpec]:
+    return Recipe if kind == "train" else part(kind, name).Spec
+
+
+def split(cell: dict, kind: str) -> dict:
+    """The fields of one part of a cell, without their namespace and its name (lr_mult.* folded
+    into a dict)."""
+    pre = kind + "."
+    out: dict[str, Any] = {}
+    for k, v in cell.items():
+        if k.startswith(pre) and k != pre + "name":
+            name = k[len(pre) :]
+            if name.startswith("lr_mult."):
+                out.setdefault("lr_mult", {})[name[len("lr_mult.") :]] = v
+            else:
+                out[name] = v
+    return out
+
+
+# ---------------------------------------------------------------- composition
+
+
+@dataclass(frozen=True)
+class Composition:
+    """data model + model + recipe: classifies a cell's fields and builds its Problem."""
+
+    data: DataModel
+    model: Model
+    tags: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, cell: dict, tags: tuple[str, ...] = ()) -> Composition:
+        for k in ("data.name", "model.name"):
+            if k not in cell:
+                raise AttnlabError(f"cell: missing field {k!r}")
+        return cls(part("data", cell["data.name"]), part("model", cell["model.name"]), tuple(tags))
+
+    @property
+    def name(self) -> str:
+        return f"{self.data.name}+{self.model.name}"
+
+    @property
+    def schema(self) -> dict[str, int]:
+        return {f"data/{self.data.name}": self.data.version, f"model/{self.model.name}": self.model.version,
+                "train": RECIPE_VERSION}  # fmt: skip
+
+    def classify(self, key: str) -> str:
+        """'static', 'batched' or 'key' for a cell field; an unclassified field is an error."""
+        if key in ("data.name", "model.name"):
+            return "static"
+        if key in KEY_ONLY or key in self.tags:
+            return "key"
+        kind, _, name = key.partition(".")
+        if kind == "train" and name.startswith("lr_mult."):
+            return "static"
+        owner = {"data": self.data, "model": self.model}.get(kind)
+        static, batched = (RECIPE_STATIC, RECIPE_BATCHED) if kind == "train" else (
+            (owner.static, owner.batched) if owner else ((), ()))  # fmt: skip
+        if name in static:
+            return "static"
+        if name in batched:
+            return "batched"
+        raise AttnlabError(
+            f"cell field {key!r} is not classified as static, batched or key-only for {self.name} "
+            f"(an experiment's own labels must be declared as tags)"
+        )
+
+    def size_fields(self) -> tuple[str, ...]:
+        return tuple(f"data.{s}" for s in self.data.sizes)
+
+    def _hp(self, static: dict):
+        return self.model.hparams(split(static, "model"), self.data.input_shape(split(static, "data")))
+
+    def problem(self, static: dict, pads: dict) -> T.Problem:
+        """The trainer's Problem for a bucket's static fields and a chunk's padded sizes."""
+        ds, recipe = split(static, "data"), Recipe(**split(static, "train"))
+        dtype = jnp.dtype(recipe.dtype)
+        hp = self._hp(static)
+        data_pads = {k.removeprefix("data."): n for k, n in pads.items()}
+        loss = T.LOSSES[recipe.loss]
+        apply = lambda params, x: self.model.apply(params, x, hp)
+
+        def make_data(key, v, shared):
+            return self.data.make(key, split(v, "data"), ds, data_pads, shared, dtype)
+
+        groups = {p: g for g, ps in self.model.groups(hp).items() for p in ps}
+        unknown = sorted(set(recipe.lr_mult) - set(groups.values()) - set(self.model.trainable(hp)))
+        if unknown:
+            raise AttnlabError(
+                f"train.lr_mult: unknown group(s) {unknown} for model {self.model.name!r}; "
+                f"valid: {sorted(set(groups.values()))} or a parameter name"
+            )
+        probes = array_probes = None
+        if recipe.probes:
+            ctx = Context(self.data, self.model, ds, hp, loss, apply)
+            probes, array_probes = part("probes", recipe.probes).build(ctx)
+        return T.Problem(
+            make_data=make_data,
+            init=lambda key, v: self.model.init(key, hp, dtype),
+            apply=apply,
+            loss=loss,
+            trainable=self.model.trainable(hp),
+            groups=groups,
+            lr_mult=tuple(sorted(recipe.lr_mult.items())),
+            probes=probes,
+            array_probes=array_probes,
+        )
+
+    def train_config(self, static: dict) -> T.TrainConfig:
+        r = Recipe(**split(static, "train"))
+        logs = T.log_schedule(r.max_steps, every=r.log_every, dense_until=r.log_dense_until) if r.log_every else ()
+        arrays = T.log_schedule(r.max_steps, every=r.array_log_every) if r.array_log_every else ()
+        return T.TrainConfig(
+            max_steps=r.max_steps, loss_threshold=r.loss_threshold, optimizer=r.optimizer, momentum=r.momentum,
+            batch_size=r.batch_size, stop_every=r.stop_every, log_steps=logs, array_log_steps=arrays,
+            save_params=r.save_params,
+        )  # fmt: skip
+
+    def shared(self, static: dict):
+        return self.data.shared(split(static, "data")) if self.data.shared else None
+
+    def cell_bytes(self, static: dict, pads: dict) -> int:
+        """Rough peak memory of one cell: parameters ×4 (θ, gradient, update, optimiser
+        state), its data, and the activations of the forward/backward pass ×3."""
+        width = 4 if static.get("train.dtype", "float32") == "float32" else 8
+        n_params, act = self.model.sizes(self._hp(static))
+        n, data = self.data.footprint(split(static, "data"), {k.removeprefix("data."): v for k, v in pads.items()})
+        return width * (4 * n_params + 3 * n * act) + data
