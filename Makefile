@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench coverage clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_trainer.py
+	$(BIN)/python benchmarks/bench_trainer.py --cells 64
+
+coverage: $(STAMP)
+	$(BIN)/python benchmarks/coverage_fig1.py --blocks 20 --json results/coverage-fig1.json
 
 clean:
 	rm -rf $(VENV) results

@@ -1,18 +1,39 @@
-"""The command line contract: list, reproduce, --set, and one clear error for bad input."""
+"""The command line contract: list, reproduce, --set, --config, resume, and one clear error for
+bad input.
 
+Most runs here are the same two-cell fig1 grid (N ≤ 4, one chunk), so they share one compiled
+program."""
+
+import dataclasses
 import json
 
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from attnlab import problem as P
 from attnlab.cli import app
+from attnlab.errors import AttnlabError
+from attnlab.experiments import get
+from attnlab.experiments.base import resolve_name
+from attnlab.models import jiang2024 as jmodel
 
 runner = CliRunner()
+
+# two fig1 cells: N = 2 and 4 at ‖μ‖ = 5, lr 0.05
+SMALL = ["--set", "N=2,4", "--set", "mu=5", "--set", "reps=1", "--set", "lr=0.05"]
 
 
 def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
+
+
+def reproduce(out, *args, exp="jiang2024-fig1"):
+    return invoke("reproduce", exp, "--scale", "smoke", "--out", out, "--quiet", *args)
+
+
+def verdict_of(out):
+    return json.loads((out / "verdict.json").read_text())
 
 
 def test_list_prints_every_experiment():
@@ -24,35 +45,81 @@ def test_list_prints_every_experiment():
 @pytest.mark.parametrize("exp", ["jiang2024-fig1", "jiang2024-fig3"])
 def test_reproduce_smoke_writes_the_contract_files(tmp_path, exp):
     out = tmp_path / "res"
-    r = invoke("reproduce", exp, "--scale", "smoke", "--out", out, "--quiet")
+    r = reproduce(out, exp=exp)
     assert r.exit_code == 0, r.output
-    for name in ("results.parquet", "verdict.json", "report.html"):
-        assert (out / name).is_file()
+    for name in ("results.parquet", "verdict.json", "report.html", "spec.json", "store.json"):
+        assert (out / name).is_file(), name
     assert list(out.glob("*.png")) and list(out.glob("*.pdf"))
-    v = json.loads((out / "verdict.json").read_text())
-    assert {"experiment", "scale", "cells", "runtime_s", "claims"} <= set(v)
-    assert v["experiment"] == exp and v["scale"] == "smoke"
+    v = verdict_of(out)
+    assert {"experiment", "scale", "cells", "cells_trained_now", "runtime_s", "provenance", "claims"} <= set(v)
+    assert v["experiment"] == exp and v["scale"] == "smoke" and v["cells_trained_now"] == v["cells"]
+    assert {"attnlab_version", "git_sha", "jax_version", "backend", "strategy", "dtype"} <= set(v["provenance"])
+    assert v["claims"]
     for c in v["claims"]:
-        assert {"id", "statement", "measured", "expected", "pass"} <= set(c)
-        assert isinstance(c["pass"], bool)
+        assert {"id", "statement", "measured", "expected", "outcome", "pass"} <= set(c)
+        assert c["outcome"] in {"pass", "fail", "inconclusive"}
+        assert c["pass"] is (c["outcome"] == "pass")
     table = pq.read_table(out / "results.parquet")
     assert table.num_rows == v["cells"]
     assert set(table.column("status").to_pylist()) <= {"converged", "cap", "diverged"}
+    assert {"data.N", "data.mu", "model.d_h", "train.lr", "test_loss"} <= set(table.column_names)
+    if exp == "jiang2024-fig3":
+        assert set(table.column("regime").to_pylist()) == {"harmful", "benign"}
+        assert {"trace_attn_weak_max_mean", "trace_qk_strong_strong", "trace_V_signal"} <= set(table.column_names)
+    report = (out / "report.html").read_text()
+    assert exp in report and "claims pass" in report
 
     # a rerun into the same directory resumes: nothing is trained again, same table
-    r2 = invoke("reproduce", exp, "--scale", "smoke", "--out", out, "--quiet")
+    r2 = reproduce(out, exp=exp)
     assert r2.exit_code == 0, r2.output
-    assert json.loads((out / "verdict.json").read_text())["cells_trained_now"] == 0
+    assert verdict_of(out)["cells_trained_now"] == 0
     assert pq.read_table(out / "results.parquet").equals(table)
 
 
 def test_set_overrides_axes_and_fields(tmp_path):
     out = tmp_path / "res"
-    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", out, "--quiet",
-               "--set", "N=2,4", "--set", "mu=5", "--set", "reps=1", "--set", "lr=0.05")  # fmt: skip
+    r = reproduce(out, *SMALL)
     assert r.exit_code == 0, r.output
     t = pq.read_table(out / "results.parquet").to_pydict()
-    assert sorted(t["N"]) == [2, 4] and set(t["mu"]) == {5.0} and set(t["lr"]) == {0.05}
+    assert sorted(t["data.N"]) == [2, 4] and set(t["data.mu"]) == {5.0} and set(t["train.lr"]) == {0.05}
+    assert set(t["rep"]) == {0}
+    spec = json.loads((out / "spec.json").read_text())
+    assert spec["data"]["N"] == ["2", "4"] or spec["data"]["N"] == [2, 4]
+    assert spec["reps"] == 1
+
+
+def test_a_multi_valued_part_field_is_a_grid_axis(tmp_path):
+    out = tmp_path / "res"
+    r = reproduce(out, "--set", "N=4", "--set", "mu=5", "--set", "reps=1", "--set", "lr=0.05,0.1")
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(out / "results.parquet").to_pydict()
+    assert sorted(t["train.lr"]) == [0.05, 0.1] and t["data.N"] == [4, 4]
+
+
+def test_namespaced_and_short_names_resolve_the_same():
+    exp = get("jiang2024-fig1")
+    a = exp.spec("smoke", ["lr=0.2", "d_h=4", "mu=5,6"])
+    b = exp.spec("smoke", ["train.lr=0.2", "model.d_h=4", "data.mu=5,6"])
+    assert a == b
+    cells = exp.cells(a)
+    assert {c["data.mu"] for c in cells} == {5.0, 6.0} and {c["model.d_h"] for c in cells} == {4}
+    assert {c["train.lr"] for c in cells} == {0.2}
+    assert {c["train.lr_mult.QK"] for c in exp.cells(exp.spec("smoke", ["lr_mult.QK=3"]))} == {3.0}
+
+
+def test_an_ambiguous_short_name_is_an_error(tmp_path, monkeypatch):
+    """No two current parts share a field name, so give the model one that the data has."""
+
+    class SpecN(jmodel.Spec):
+        N: int = 0
+
+    monkeypatch.setitem(P.registry()["model"], "jiang2024", dataclasses.replace(jmodel.PART, Spec=SpecN))
+    r = reproduce(tmp_path / "res", "--set", "N=4")
+    assert r.exit_code == 2, r.output
+    assert "--set N: ambiguous; use one of data.N, model.N" in r.output
+    values = get("jiang2024-fig1").defaults()
+    assert resolve_name(get("jiang2024-fig1").Spec, "data.N", values) == "data.N"
+    assert not (tmp_path / "res").exists()
 
 
 @pytest.mark.parametrize(
@@ -61,55 +128,82 @@ def test_set_overrides_axes_and_fields(tmp_path):
         (["reproduce", "no-such-exp"], "experiment: unknown id 'no-such-exp'"),
         (["reproduce", "jiang2024-fig1", "--scale", "huge"], "--scale: unknown 'huge'"),
         (["reproduce", "jiang2024-fig1", "--set", "width=3"], "--set width: unknown field; valid:"),
-        (["reproduce", "jiang2024-fig1", "--set", "N=-2"], "N.0: Input should be greater than 0"),
-        (["reproduce", "jiang2024-fig1", "--set", "N=3"], "N: values must be even"),
-        (["reproduce", "jiang2024-fig1", "--set", "d=ten"], "d: Input should be a valid integer"),
-        (["reproduce", "jiang2024-fig1", "--set", "lr=0.1,0.2"], "--set lr: takes one value"),
+        (["reproduce", "jiang2024-fig1", "--set", "N=-2"], "invalid spec: data.N: Input should be greater than 0"),
+        (["reproduce", "jiang2024-fig1", "--set", "N=3"], "data.N: values must be even"),
+        (["reproduce", "jiang2024-fig1", "--set", "d=ten"], "invalid spec: data.d: Input should be a valid integer"),
+        (["reproduce", "jiang2024-fig1", "--set", "lr=-1"], "invalid spec: train.lr: Input should be greater than 0"),
         (["reproduce", "jiang2024-fig1", "--set", "mu"], "expected name=value"),
+        (["reproduce", "jiang2024-fig1", "--set", "mu="], "--set mu: no value given"),
         (["reproduce", "jiang2024-fig3", "--set", "regime=neutral"], "regime: unknown regime"),
         (["reproduce", "jiang2024-fig1", "--executor", "spark"], "--executor: unknown 'spark'"),
-        (["reproduce", "jiang2024-fig1", "--set", "mu=inf"], "mu.0: Input should be a finite number"),
-        (["reproduce", "jiang2024-fig1", "--set", "loss_threshold=nan"], "loss_threshold: Input should be a finite"),
+        (["reproduce", "jiang2024-fig1", "--set", "mu=inf"], "data.mu: Input should be a finite number"),
+        (["reproduce", "jiang2024-fig1", "--set", "loss_threshold=nan"],
+         "train.loss_threshold: Input should be a finite number"),
         (["reproduce", "jiang2024-fig3", "--set", "N_benign=5"], "N_benign: must be even"),
+        (["reproduce", "jiang2024-fig1", "--set", "data.name=mnist"], "data.name: unknown data 'mnist'"),
+        (["reproduce", "jiang2024-fig1", "--set", "data.nope=1"], "--set data.nope: unknown field of data"),
+        (["reproduce", "jiang2024-fig1", "--set", "reps=1,2"], "--set reps: takes one value"),
+        (["reproduce", "jiang2024-fig1", "--set", "model.name=a,b"], "--set model.name: takes one value"),
+        (["reproduce", "jiang2024-fig1", "--set", "optimizer=lbfgs"], "train.optimizer: Input should be 'gd'"),
+        (["reproduce", "jiang2024-fig1", "--set", "d_h=0"], "model.d_h: Input should be greater than 0"),
     ],
-)
+)  # fmt: skip
 def test_bad_input_gives_one_clear_error(tmp_path, args, needle):
     extra = [] if "--scale" in args else ["--scale", "smoke"]
     r = invoke(*args, "--out", tmp_path / "res", *extra)
     assert r.exit_code == 2, r.output
     assert needle in r.output
+    assert r.output.startswith("error: ") and "Traceback" not in r.output
     assert isinstance(r.exception, SystemExit)  # a clean exit, not an escaped exception
+    assert not (tmp_path / "res").exists()  # checked before anything is written
 
 
 def test_bad_input_leaves_existing_results_untouched(tmp_path):
     out = tmp_path / "res"
-    assert invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", out, "--quiet").exit_code == 0
-    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", out, "--set", "N=-4")
-    assert r.exit_code == 2
-    after = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert reproduce(out, *SMALL).exit_code == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for bad in (["--set", "N=-4"], ["--set", "train.lr_mult.XY=2"]):
+        r = reproduce(out, *SMALL, *bad)
+        assert r.exit_code == 2, r.output
+        assert "N" in r.output or "XY" in r.output
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert before == after
 
 
 def test_toml_config_sets_fields(tmp_path):
     cfg = tmp_path / "grid.toml"
-    cfg.write_text("N = [2, 4]\nmu = [5.0]\nreps = 1\nsigma_tilde_p = 2.0\n")
+    cfg.write_text("reps = 2\n[data]\nN = [2, 4]\nmu = [5.0]\nsigma_tilde_p = 2.0\n[model]\nd_h = 8\n"
+                   "[train]\nlr = 0.05\n")  # fmt: skip
     out = tmp_path / "res"
-    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", out, "--quiet", "--config", cfg,
-               "--set", "reps=2")  # fmt: skip
+    r = reproduce(out, "--config", cfg, "--set", "reps=1")  # --set applies after the config
     assert r.exit_code == 0, r.output
     t = pq.read_table(out / "results.parquet").to_pydict()
-    assert sorted(set(t["N"])) == [2, 4] and set(t["sigma_tilde_p"]) == {2.0} and sorted(set(t["rep"])) == [0, 1]
+    assert sorted(set(t["data.N"])) == [2, 4] and set(t["data.sigma_tilde_p"]) == {2.0}
+    assert set(t["train.lr"]) == {0.05} and set(t["rep"]) == {0} and set(t["model.d_h"]) == {8}
+
+
+def test_toml_tables_merge_into_the_scale(tmp_path):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text("seeds = 2\n[model]\nd_h = 4\n[train]\noptimizer = 'adam'\n")
+    spec = get("jiang2024-fig1").spec("smoke", ["model.d_v=3"], cfg)
+    assert spec.seeds == 2
+    assert spec.model == {"name": "jiang2024", "d_h": 4, "d_v": "3", "init_scale": 16.0}
+    assert spec.train["optimizer"] == "adam" and spec.train["max_steps"] == 300  # the rest kept
+    assert spec.data["d"] == 16
 
 
 @pytest.mark.parametrize(
     "text, needle",
     [
-        ("N = [2, 4\n", "malformed TOML"),
+        ("[data]\nN = [2, 4\n", "malformed TOML"),
         ("width = 3\n", "unknown field(s) width"),
-        ("N = [2, -4]\n", "N.1: Input should be greater than 0"),
-        ("sigma_p = -0.2\n", "sigma_p: Input should be greater than 0"),
-        (b"N = [2]\xff\n", "malformed TOML"),
+        ("N = [2, 4]\n", "unknown field(s) N"),  # part fields live in their table
+        ("data = 3\n", "data must be a table ([data])"),
+        ("[data]\nnope = 1\n", "data.nope: unknown field"),
+        ("[data]\nN = [2, -4]\n", "data.N: Input should be greater than 0"),
+        ("[data]\nsigma_p = -0.2\n", "data.sigma_p: Input should be greater than 0"),
+        ("[train]\nlr = 'fast'\n", "train.lr: Input should be a valid number"),
+        (b"reps = 2\xff\n", "malformed TOML"),
     ],
 )
 def test_bad_toml_config(tmp_path, text, needle):
@@ -120,9 +214,53 @@ def test_bad_toml_config(tmp_path, text, needle):
     assert needle in r.output and isinstance(r.exception, SystemExit)
 
 
+def test_missing_toml_config(tmp_path):
+    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", tmp_path / "res",
+               "--config", tmp_path / "nope.toml")  # fmt: skip
+    assert r.exit_code == 2 and "cannot read" in r.output
+
+
 def test_out_must_be_a_directory(tmp_path):
     f = tmp_path / "file"
     f.write_text("keep me")
     r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", f)
     assert r.exit_code == 2 and "exists and is not a directory" in r.output
     assert f.read_text() == "keep me"
+
+
+def test_results_of_another_jax_version_need_force(tmp_path):
+    out = tmp_path / "res"
+    assert reproduce(out, *SMALL).exit_code == 0
+    manifest = json.loads((out / "store.json").read_text())
+    manifest["jax"] = "0.0.1"
+    (out / "store.json").write_text(json.dumps(manifest))
+    table = pq.read_table(out / "results.parquet")
+
+    r = reproduce(out, *SMALL)
+    assert r.exit_code == 2, r.output
+    assert "jax 0.0.1" in r.output and "--force" in r.output
+    assert json.loads((out / "store.json").read_text())["jax"] == "0.0.1"  # untouched
+
+    r = reproduce(out, *SMALL, "--force")
+    assert r.exit_code == 0, r.output
+    assert verdict_of(out)["cells_trained_now"] == 0
+    assert pq.read_table(out / "results.parquet").equals(table)
+    manifest = json.loads((out / "store.json").read_text())
+    assert manifest["jax"] != "0.0.1" and manifest["history"][-1]["jax"] == "0.0.1"
+
+
+@pytest.mark.parametrize("name", ["it's here", "runs [abc] 1"])
+def test_a_path_with_a_quote_or_brackets_works_end_to_end(tmp_path, name):
+    out = tmp_path / name
+    r = reproduce(out, *SMALL)
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(out / "results.parquet").num_rows == 2
+    r = reproduce(out, *SMALL)  # resume reads the parts back through DuckDB
+    assert r.exit_code == 0, r.output
+    assert verdict_of(out)["cells_trained_now"] == 0
+    assert f"{name}/report.html" in r.output.replace("\n", "")  # printed as is, not as rich markup
+
+
+def test_reproduce_checks_the_experiment_id_first():
+    with pytest.raises(AttnlabError, match="unknown id"):
+        get("nope")

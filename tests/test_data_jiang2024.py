@@ -39,7 +39,8 @@ def test_projected_noise_is_orthogonal_to_signals():
 
 
 @settings(max_examples=8, deadline=None)
-@given(n=st.integers(1, 8), extra=st.integers(1, 8), seed=st.integers(0, 2**31 - 1))
+# few distinct sizes: each new size costs a compile of every op of ``dataset``
+@given(n=st.sampled_from([1, 3, 6]), extra=st.sampled_from([2, 5]), seed=st.integers(0, 2**31 - 1))
 def test_a_sample_does_not_depend_on_how_many_are_drawn(n, extra, seed):
     key = jax.random.PRNGKey(seed)
     X1, y1 = data.dataset(key, n, **KW)

@@ -76,23 +76,49 @@ def test_gradients_match_finite_differences():
 
 
 def test_probes_by_hand():
-    from attnlab import probes
+    """The jiang2024 probe set, built as a run builds it, against hand-written values; the
+    attention probes read the training pass's aux (ā per sample)."""
     from attnlab.data import jiang2024 as data
+    from attnlab.experiments.jiang2024 import tiny_cell
+    from attnlab.problem import Composition
 
+    cell = tiny_cell(M=5, d=8, d_h=4, d_v=3, init_scale=1.0, N=4, n_test=6, probes="jiang2024")
+    comp = Composition.of(cell)
+    static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
+    problem = comp.problem(static, {"data.N": 4})
     hp = model.Hparams(M=5, d=8, d_h=4, d_v=3, init_scale=1.0)
     params = model.init(jax.random.PRNGKey(5), hp)
     X, y = data.dataset(jax.random.PRNGKey(6), 4, mu_norm=2.0, sigma_p=0.2, sigma_tilde_p=4.0, M=5, d=8)
     Xt, yt = data.dataset(jax.random.PRNGKey(7), 6, mu_norm=2.0, sigma_p=0.2, sigma_tilde_p=4.0, M=5, d=8)
-    batch = {"X": X, "y": y, "mask": jnp.array([True, True, True, False]), "X_test": Xt, "y_test": yt}
-    p = probes.jiang2024(params, batch, {}, hp)
+    mask = jnp.array([True, True, True, False])  # the last sample is padding
+    batch = {"X": X, "y": y, "mask": mask, "X_test": Xt, "y_test": yt}
+    _, aux = jax.jit(jax.vmap(lambda x: model.apply(params, x, hp)))(X)
+    probes = jax.jit(problem.probes)  # one compile instead of one per eager op
+    p = probes(params, batch, {}, aux)
     Wvw = np.asarray(params["W_V"] @ params["w_O"])
     W_QK = np.asarray(params["W_Q"] @ params["W_K"].T)
     assert float(p["V_signal"]) == pytest.approx(2.0 * Wvw[0], rel=1e-5)  # μ₊ = 2·e₁
+    assert float(p["V_strong"]) == pytest.approx(float(X[0, 1] @ Wvw), rel=1e-5)
     assert float(p["qk_signal_signal"]) == pytest.approx(4.0 * W_QK[0, 0], rel=1e-4)
     assert float(p["qk_weak_strong"]) == pytest.approx(float(X[0, 2] @ W_QK @ X[0, 1]), rel=1e-4)
+    assert float(p["qk_strong_signal"]) == pytest.approx(float(X[0, 1] @ W_QK @ X[0, 0]), rel=1e-4)
     a_bar = [reference_f(params, X[i])[1] for i in range(4)]
     assert float(p["attn_signal"]) == pytest.approx(a_bar[0][0], rel=1e-5)
     assert float(p["attn_strong_mean"]) == pytest.approx(np.mean([a[1] for a in a_bar[:3]]), rel=1e-5)
+    assert float(p["attn_weak_max_mean"]) == pytest.approx(np.mean([a[2:].max() for a in a_bar[:3]]), rel=1e-5)
     assert float(p["attn_signal"] + p["attn_strong"] + p["attn_weak"]) == pytest.approx(1.0, rel=1e-6)
     f_test = np.array([reference_f(params, Xt[i])[0] for i in range(6)])
     assert float(p["test_loss"]) == pytest.approx(np.mean(np.log1p(np.exp(-np.asarray(yt) * f_test))), rel=1e-4)
+    # the array probe: the attention matrix averaged over the real training samples
+    arrays = jax.jit(problem.array_probes)(params, batch, {}, aux)
+    np.testing.assert_allclose(arrays["attn_matrix"], np.mean(np.asarray(aux["phi"])[:3], axis=0), rtol=1e-5)
+    # the probes read ā from aux: a different aux gives different attention probes
+    other = jax.tree.map(lambda a: a[::-1], aux)
+    assert float(probes(params, batch, {}, other)["attn_signal"]) != pytest.approx(float(p["attn_signal"]))
+
+
+def test_the_probe_set_is_registered():
+    from attnlab.experiments.jiang2024 import probes
+    from attnlab.problem import part
+
+    assert part("probes", "jiang2024") is probes.PROBES and probes.PROBES.name == "jiang2024"

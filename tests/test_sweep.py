@@ -1,88 +1,237 @@
-"""Cell ids, buckets, the Parquet store and resume."""
+"""Cell ids, buckets, chunks, the classification guard, planning, and runs into a store (resume).
+
+The runs here share one static config and chunks of two cells padded to N = 2 or 4, so their
+compiled programs are built once and reused."""
+
+import dataclasses
+import json
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attnlab import problem as P
+from attnlab.errors import AttnlabError
 from attnlab.experiments.jiang2024 import tiny_cell
-from attnlab.sweep import grid
-from attnlab.sweep.executors import run_cells
+from attnlab.sweep import executors, grid
+from attnlab.sweep.executors import plan, run_cells, train_chunk
 from attnlab.sweep.store import Store, atomic_write_bytes
 
 
-@given(
-    st.dictionaries(st.text(min_size=1, max_size=5), st.integers() | st.floats(allow_nan=False) | st.text(max_size=5))
-)
-def test_cell_id_ignores_key_order(cell):
-    assert grid.cell_id(cell) == grid.cell_id(dict(reversed(list(cell.items()))))
+def cell(**kw):
+    return tiny_cell(max_steps=20, log_every=10, **kw)
+
+
+def budget_for(cells, n):
+    """A memory budget that makes chunks of n cells in the cells' (single) bucket."""
+    (key,) = grid.buckets(cells)
+    static = dict(key)
+    comp = P.Composition.of(static)
+    top = {s: max(c[s] for c in cells) for s in comp.size_fields()}
+    return (n + 0.5) * comp.cell_bytes(static, top)
+
+
+# ---------------------------------------------------------------- ids
+
+
+KEYS = st.text(min_size=1, max_size=5)
+VALUES = st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+
+
+@given(st.dictionaries(KEYS, VALUES))
+def test_cell_id_ignores_key_order(c):
+    assert grid.cell_id(c) == grid.cell_id(dict(reversed(list(c.items()))))
+
+
+def test_cell_id_ignores_key_order_of_a_real_cell():
+    c = cell()
+    assert grid.cell_id(c) == grid.cell_id(dict(reversed(list(c.items()))))
+
+
+def test_key_order_independence_is_not_true_by_construction(monkeypatch):
+    """Mutation check: without sorted keys the ids of a reordered cell differ, so the property
+    above tests something."""
+    c = cell()
+    monkeypatch.setattr(grid, "canonical", lambda d: json.dumps(d, separators=(",", ":")))
+    assert grid.cell_id(c) != grid.cell_id(dict(reversed(list(c.items()))))
 
 
 def test_cell_ids_and_keys_differ_between_cells():
-    a, b = tiny_cell(rep=0), tiny_cell(rep=1)
+    a, b = cell(rep=0), cell(rep=1)
     assert grid.cell_id(a) != grid.cell_id(b)
     assert len(grid.cell_id(a)) == 16
     assert not np.array_equal(grid.cell_key(grid.cell_id(a)), grid.cell_key(grid.cell_id(b)))
+    ids = {grid.cell_id(cell(mu=m, N=n)) for m in (1.0, 2.0) for n in (2, 4)}
+    assert len(ids) == 4
+    assert grid.cell_id(cell(lr=0.1)) != grid.cell_id(cell(lr=0.1000001))
 
 
-def test_buckets_and_chunks(family):
-    cells = [tiny_cell(N=n, rep=r) for n in (2, 4, 6) for r in range(3)] + [tiny_cell(d=14, rep=9)]
-    bks = grid.buckets(family, cells)
+def test_ids_change_when_a_parts_schema_version_changes(monkeypatch):
+    c = cell()
+    before = grid.cell_id(c)
+    data_parts = P.registry()["data"]
+    bumped = dataclasses.replace(data_parts["jiang2024"], version=data_parts["jiang2024"].version + 1)
+    grid._schema.cache_clear()
+    try:
+        monkeypatch.setitem(data_parts, "jiang2024", bumped)
+        assert f"data/jiang2024:{bumped.version}" in grid._schema("jiang2024", "jiang2024")
+        assert grid.cell_id(c) != before
+        monkeypatch.undo()
+    finally:
+        grid._schema.cache_clear()
+    assert grid.cell_id(c) == before
+
+
+def test_schema_names_every_part():
+    assert grid._schema("jiang2024", "jiang2024") == (
+        f"data/jiang2024:{P.part('data', 'jiang2024').version},"
+        f"model/jiang2024:{P.part('model', 'jiang2024').version},train:{P.RECIPE_VERSION}"
+    )
+
+
+# ---------------------------------------------------------------- buckets, chunks, classification
+
+
+def test_buckets_and_chunks():
+    cells = [cell(N=n, rep=r) for n in (2, 4, 6) for r in range(3)] + [cell(d=14, rep=9)]
+    bks = grid.buckets(cells)
     assert sorted(len(b) for b in bks.values()) == [1, 9]
-    static, cells9 = next((dict(k), b) for k, b in bks.items() if len(b) == 9)
-    one = family.cell_bytes(static, 6)
-    chunks = list(grid.chunks(family, static, cells9, memory_budget=4 * one))
-    assert [len(c) for c in chunks] == [4, 4, 1]
-    assert [c["N"] for ch in chunks for c in ch] == sorted(c["N"] for c in cells9)
+    key, cells9 = next((k, b) for k, b in bks.items() if len(b) == 9)
+    static = dict(key)
+    assert "data.N" not in static and "data.mu" not in static and "rep" not in static  # batched / key-only
+    assert static["data.d"] == 12 and static["train.max_steps"] == 20
+    comp = P.Composition.of(static)
+    one = comp.cell_bytes(static, {"data.N": 6})
+    assert comp.cell_bytes(static, {"data.N": 2}) < one
+    chunks = list(grid.chunks(comp, static, cells9, memory_budget=4 * one))
+    assert [len(c) for c, _ in chunks] == [4, 4, 1]
+    assert [c["data.N"] for ch, _ in chunks for c in ch] == sorted(c["data.N"] for c in cells9)
+    assert [pads for _, pads in chunks] == [{"data.N": 4}, {"data.N": 6}, {"data.N": 6}]  # each its own largest N
+    assert [len(c) for c, _ in grid.chunks(comp, static, cells9, memory_budget=1e12, max_cells=5)] == [5, 4]
+
+
+def test_batch_inputs():
+    cells = [cell(mu=1.0, N=2, lr=0.2), cell(mu=5.0, N=4, lr=0.3)]
+    comp = P.Composition.of(cells[0])
+    v = grid.batch_inputs(comp, cells)
+    assert set(v) == {"data.mu", "data.sigma_p", "data.sigma_tilde_p", "data.N", "lr", "key"}
+    assert v["lr"].dtype == np.float32 and v["lr"].tolist() == pytest.approx([0.2, 0.3])
+    assert v["data.N"].tolist() == [2, 4] and v["key"].shape == (2, 2) and v["key"].dtype == np.uint32
+    np.testing.assert_array_equal(v["key"][1], grid.cell_key(grid.cell_id(cells[1])))
+    assert grid.batch_inputs(comp, [cell(dtype="float64")])["data.mu"].dtype == np.float64
+
+
+def test_an_unclassified_field_is_an_error():
+    with pytest.raises(AttnlabError, match="'foo'"):
+        grid.buckets([cell() | {"foo": 1}])
+    with pytest.raises(AttnlabError, match="'regime'"):
+        grid.buckets([cell() | {"regime": "benign"}])  # an experiment label not declared as a tag
+    bks = grid.buckets([cell() | {"regime": "benign"}, cell() | {"regime": "harmful"}], tags=("regime",))
+    assert len(bks) == 1 and len(next(iter(bks.values()))) == 2  # a tag is key-only
+    comp = P.Composition.of(cell(), ("regime",))
+    assert comp.classify("regime") == "key" and comp.classify("seed") == "key"
+    assert comp.classify("data.mu") == "batched" and comp.classify("train.lr") == "batched"
+    assert comp.classify("data.d") == "static" and comp.classify("train.lr_mult.QK") == "static"
+    with pytest.raises(AttnlabError, match="data.nope"):
+        comp.classify("data.nope")
+    with pytest.raises(AttnlabError, match="data.name"):
+        P.Composition.of(cell() | {"data.name": "mnist"})
+
+
+# ---------------------------------------------------------------- planning
+
+
+def test_plan_is_deterministic_pure_and_skips_done_cells():
+    cells = [cell(mu=mu, N=n) for mu in (1.0, 5.0, 9.0) for n in (2, 4)]
+    before = json.dumps(cells)
+    budget = budget_for(cells, 2)
+    a, b = plan(cells, set(), budget), plan(cells, set(), budget)
+    assert a == b and json.dumps(cells) == before  # same output twice, input untouched
+    assert [len(ch.cells) for ch in a] == [2, 2, 2]
+    assert [dict(ch.pads) for ch in a] == [{"data.N": 2}, {"data.N": 4}, {"data.N": 4}]
+    assert sorted(grid.cell_id(c) for ch in a for c in ch.cells) == sorted(grid.cell_id(c) for c in cells)
+    done = {grid.cell_id(a[0].cells[0]), grid.cell_id(a[1].cells[1])}
+    rest = plan(cells, done, budget)
+    assert [len(ch.cells) for ch in rest] == [1, 1, 2]
+    assert [ch.pads for ch in rest] == [ch.pads for ch in a]  # padding planned over all cells
+    assert not done & {grid.cell_id(c) for ch in rest for c in ch.cells}
+    assert plan(cells, {grid.cell_id(c) for c in cells}, budget) == []
+
+
+def test_train_chunk_returns_a_table_with_provenance_and_traces():
+    cells = [cell(mu=1.0, N=2), cell(mu=5.0, N=2)]
+    (chunk,) = plan(cells, set(), budget_for(cells, 2))
+    table = train_chunk(chunk)
+    assert isinstance(table, pa.Table) and table.num_rows == 2
+    prov = {"attnlab_version", "git_sha", "jax_version", "jaxlib_version", "backend", "strategy", "dtype"}
+    assert prov <= set(table.column_names)
+    rows = table.to_pylist()
+    assert [r["id"] for r in rows] == [grid.cell_id(c) for c in cells]
+    for r, c in zip(rows, cells, strict=True):
+        assert {k: r[k] for k in c} == c  # every cell field, namespaced
+        assert r["dtype"] == "float32" and r["strategy"] in ("sequential", "vmap")
+        assert r["status"] in ("converged", "cap", "diverged") and r["seconds"] > 0
+        assert r["trace_step"] == [0, 10, 20]
+        traces = [k for k in r if k.startswith("trace_") and k != "trace_step"]
+        assert traces == ["trace_train_loss"]
+        assert all(len(r[k]) == len(r["trace_step"]) for k in traces)
+
+
+# ---------------------------------------------------------------- runs into a store
 
 
 def test_atomic_write_leaves_no_partial_file(tmp_path):
     path = tmp_path / "x.bin"
     atomic_write_bytes(path, b"old")
-
     with pytest.raises(TypeError):
         atomic_write_bytes(path, object())  # fails mid-write
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
 
 
-def test_a_part_that_fails_mid_write_leaves_nothing(tmp_path, family, monkeypatch):
-    import pyarrow.parquet
+def test_a_part_that_fails_mid_write_leaves_nothing(tmp_path, monkeypatch):
+    cells = [cell(mu=1.0, N=2), cell(mu=5.0, N=2)]
+    budget = budget_for(cells, 2)
 
     def half_then_crash(table, where, **kw):
         where.write(b"PAR1 half a file")
         raise OSError("disk full")
 
     store = Store(tmp_path)
-    monkeypatch.setattr(pyarrow.parquet, "write_table", half_then_crash)
+    monkeypatch.setattr(pq, "write_table", half_then_crash)
     with pytest.raises(OSError, match="disk full"):
-        run_cells(family, [tiny_cell()], store, progress=False)
+        run_cells(cells, store, memory_budget=budget, progress=False)
     monkeypatch.undo()
     assert list(store.parts.iterdir()) == []  # neither a part nor a temporary file
     assert store.done_ids() == set()
-    assert run_cells(family, [tiny_cell()], store, progress=False) == 1
+    assert run_cells(cells, store, memory_budget=budget, progress=False) == 2
 
 
-def test_store_resume_skips_done_cells_and_gives_the_same_table(tmp_path, family):
-    cells = [tiny_cell(mu=mu, N=n, rep=r) for mu in (1.0, 5.0) for n in (2, 4) for r in range(2)]
+def test_store_resume_skips_done_cells_and_gives_the_same_table(tmp_path):
+    cells = [cell(mu=mu, N=n, rep=r) for mu in (1.0, 5.0) for n in (2, 4) for r in range(2)]
     store = Store(tmp_path)
-    assert run_cells(family, cells, store, memory_budget=3 * family.cell_bytes({**cells[0], "log_every": 0}, 4),
-                     progress=False) == len(cells)  # fmt: skip
-    first = store.assemble([grid.cell_id(c) for c in cells])
-    assert first.num_rows == len(cells)
-    assert {"id", "N", "mu", "rep", "train_loss", "test_loss", "stop_step", "status"} <= set(first.column_names)
-    assert run_cells(family, cells, store, progress=False) == 0
-    again = store.assemble([grid.cell_id(c) for c in cells])
+    assert run_cells(cells, store, memory_budget=budget_for(cells, 2), progress=False) == len(cells)
+    ids = [grid.cell_id(c) for c in cells]
+    first = store.assemble(ids)
+    assert first.num_rows == len(cells) and first.column("id").to_pylist() == ids
+    assert {"id", "data.N", "data.mu", "train.lr", "rep", "train_loss", "test_loss", "stop_step", "status",
+            "trace_step", "trace_train_loss", "git_sha"} <= set(first.column_names)  # fmt: skip
+    assert run_cells(cells, store, progress=False) == 0
+    again = store.assemble(ids)
     assert again.equals(first)
     assert pq.read_table(tmp_path / "results.parquet").equals(first)
+    with pytest.raises(AttnlabError, match="1 of 9 requested cells is missing"):
+        store.assemble([*ids, grid.cell_id(cell(rep=99))])
 
 
-def test_interrupted_run_resumes_to_the_same_results(tmp_path, family):
-    cells = [tiny_cell(mu=mu, N=n) for mu in (1.0, 5.0, 9.0) for n in (2, 4)]
-    budget = 2 * family.cell_bytes(cells[0], 4)
+def test_interrupted_run_resumes_to_the_same_results(tmp_path):
+    cells = [cell(mu=mu, N=n) for mu in (1.0, 5.0, 9.0) for n in (2, 4)]
+    budget = budget_for(cells, 2)
     ref = Store(tmp_path / "ref")
-    run_cells(family, cells, ref, memory_budget=budget, progress=False)
+    run_cells(cells, ref, memory_budget=budget, progress=False)
 
     class Crash(Exception):
         pass
@@ -92,15 +241,16 @@ def test_interrupted_run_resumes_to_the_same_results(tmp_path, family):
 
     broken = Store(tmp_path / "broken")
     with pytest.raises(Crash):
-        run_cells(family, cells, broken, memory_budget=budget, progress=False, on_chunk=crash)
+        run_cells(cells, broken, memory_budget=budget, progress=False, on_chunk=crash)
     assert len(broken.done_ids()) == 2  # the first chunk landed whole
-    assert run_cells(family, cells, broken, memory_budget=budget, progress=False) == len(cells) - 2
+    assert run_cells(cells, broken, memory_budget=budget, progress=False) == len(cells) - 2
     ids = [grid.cell_id(c) for c in cells]
     a, b = ref.assemble(ids), broken.assemble(ids)
-    for col in ("id", "train_loss", "test_loss", "stop_step", "status"):
+    for col in ("id", "train_loss", "test_loss", "stop_step", "status", "trace_train_loss"):
         assert a.column(col).equals(b.column(col)), col
 
 
-def test_unknown_executor(tmp_path, family):
-    with pytest.raises(ValueError, match="executor"):
-        run_cells(family, [tiny_cell()], Store(tmp_path), executor="spark", progress=False)
+def test_unknown_executor(tmp_path):
+    with pytest.raises(ValueError, match="executor: unknown 'spark'"):
+        run_cells([cell()], Store(tmp_path), executor="spark", progress=False)
+    assert executors.EXECUTORS == ("local",)

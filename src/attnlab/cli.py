@@ -22,7 +22,7 @@ out = Console()
 def list_() -> None:
     """Print every experiment id and its title."""
     for exp_id, exp in registry().items():
-        out.print(f"{exp_id}\t{exp.title}", highlight=False, soft_wrap=True)
+        out.print(f"{exp_id}\t{exp.title}", highlight=False, soft_wrap=True, markup=False)
 
 
 @app.command("reproduce")
@@ -49,7 +49,7 @@ def reproduce_cmd(
         verdict = reproduce(exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config,
                             force=force)
     except AttnlabError as e:
-        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
     table = Table(title=f"{exp_id} ({scale}): {verdict['cells']} cells, {verdict['runtime_s']:.1f} s")
     for col in ("claim", "measured", "expected", "verdict"):
@@ -58,7 +58,7 @@ def reproduce_cmd(
         style = {"pass": "[green]PASS", "fail": "[red]FAIL"}.get(c["outcome"], "[yellow]INCONCLUSIVE")
         table.add_row(c["id"], str(c["measured"]), c["expected"], style)
     out.print(table)
-    out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True)
+    out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
 if __name__ == "__main__":

@@ -132,15 +132,27 @@ class Context:
 def registry() -> dict[str, dict[str, Any]]:
     """Every registered part, by kind and name."""
     from attnlab.data import jiang2024 as d_jiang
+    from attnlab.data import li2023 as d_li
     from attnlab.data import pool as d_pool
     from attnlab.experiments.jiang2024 import probes as p_jiang
+    from attnlab.experiments.li2023 import probes as p_li
     from attnlab.models import jiang2024 as m_jiang
+    from attnlab.models import li2023 as m_li
 
     return {
-        "data": {p.name: p for p in (d_jiang.PART, d_pool.PART)},
-        "model": {p.name: p for p in (m_jiang.PART,)},
-        "probes": {p.name: p for p in (p_jiang.PROBES,)},
+        "data": {p.name: p for p in (d_jiang.PART, d_li.PART, d_pool.PART)},
+        "model": {p.name: p for p in (m_jiang.PART, m_li.PART_VIT, m_li.PART_CNN, m_li.PART_LINEAR)},
+        "probes": {p.name: p for p in (p_jiang.PROBES, p_li.PROBES)},
     }
+
+
+def tokens(x) -> tuple[Any, Any]:
+    """(tokens (L, d), token mask (L,) bool or None) of a per-sample input: a plain token array,
+    or a pytree {"tokens": …, "mask": … (optional), metadata …}. Models read their input through
+    this, so any data model feeds any model whose shapes fit."""
+    if isinstance(x, dict):
+        return x["tokens"], x.get("mask")
+    return x, None
 
 
 def part(kind: str, name: str):
@@ -223,6 +235,19 @@ class Composition:
     def _hp(self, static: dict):
         return self.model.hparams(split(static, "model"), self.data.input_shape(split(static, "data")))
 
+    def check(self, static: dict) -> dict[str, str]:
+        """Checks what only the composition can (the model's shape needs, lr_mult groups);
+        returns parameter -> learning-rate group."""
+        hp = self._hp(static)
+        groups = {p: g for g, ps in self.model.groups(hp).items() for p in ps}
+        unknown = sorted(set(Recipe(**split(static, "train")).lr_mult) - set(groups.values()) - set(groups))
+        if unknown:
+            raise AttnlabError(
+                f"train.lr_mult: unknown group(s) {unknown} for model {self.model.name!r}; "
+                f"valid: {sorted(set(groups.values()))} or a parameter name"
+            )
+        return groups
+
     def problem(self, static: dict, pads: dict) -> T.Problem:
         """The trainer's Problem for a bucket's static fields and a chunk's padded sizes."""
         ds, recipe = split(static, "data"), Recipe(**split(static, "train"))
@@ -235,13 +260,7 @@ class Composition:
         def make_data(key, v, shared):
             return self.data.make(key, split(v, "data"), ds, data_pads, shared, dtype)
 
-        groups = {p: g for g, ps in self.model.groups(hp).items() for p in ps}
-        unknown = sorted(set(recipe.lr_mult) - set(groups.values()) - set(self.model.trainable(hp)))
-        if unknown:
-            raise AttnlabError(
-                f"train.lr_mult: unknown group(s) {unknown} for model {self.model.name!r}; "
-                f"valid: {sorted(set(groups.values()))} or a parameter name"
-            )
+        groups = self.check(static)
         probes = array_probes = None
         if recipe.probes:
             ctx = Context(self.data, self.model, ds, hp, loss, apply)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from attnlab.problem import DataModel, PartSpec
 from attnlab.train import stream
@@ -83,12 +83,12 @@ class Spec(PartSpec):
     N: PositiveInt = Field(10, description="training samples (even: class-balanced)")
     n_test: PositiveInt = Field(100, description="fresh test samples (even: half per class)")
 
-    @model_validator(mode="after")
-    def _even(self):
-        for name in ("N", "n_test"):
-            if getattr(self, name) % 2:
-                raise ValueError(f"data.{name}: values must be even (class-balanced sets), got {getattr(self, name)}")
-        return self
+    @field_validator("N", "n_test")
+    @classmethod
+    def _even(cls, v):
+        if v % 2:
+            raise ValueError("values must be even (class-balanced sets)")
+        return v
 
 
 def make(key, v, s, pads, shared, dtype):

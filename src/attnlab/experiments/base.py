@@ -337,6 +337,8 @@ def reproduce(
     if not cells:
         raise AttnlabError("spec: the grid is empty")
     plan_check = grid.buckets(cells, exp.tags)  # classification errors before anything is written
+    for static in plan_check:
+        P.Composition.of(dict(static), exp.tags).check(dict(static))
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AttnlabError(f"--out {out}: exists and is not a directory")

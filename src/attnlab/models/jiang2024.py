@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from attnlab.problem import Model, PartSpec
+from attnlab.problem import Model, PartSpec, tokens
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,25 @@ def trainable(hp: Hparams) -> tuple[str, ...]:
     return ("W_Q", "W_K", "W_V", "w_O") if hp.train_w_O else ("W_Q", "W_K", "W_V")
 
 
-def attention(params, X, tau=1.0):
-    """φ = softmax_keys(τ (X W_Q)(X W_K)ᵀ) ∈ R^{M×M} (row = query); also returns the logits S."""
+def attention(params, X, tau=1.0, keep=None):
+    """φ = softmax_keys(τ (X W_Q)(X W_K)ᵀ) ∈ R^{M×M} (row = query); also returns the logits S.
+    With a token mask ``keep`` the softmax runs over the kept keys only."""
     S = tau * (X @ params["W_Q"]) @ (X @ params["W_K"]).T
+    if keep is not None:
+        S = jnp.where(keep[None, :], S, -jnp.inf)
     return jax.nn.softmax(S, axis=-1), S
 
 
-def apply(params, X, hp: Hparams):
-    """f(X) = Σ_s ā_s x_sᵀ W_V w_O for one sample X ∈ R^{M×d}; aux holds ā and φ."""
-    phi, _ = attention(params, X, hp.tau)
-    a_bar = phi.mean(axis=0)  # (M,) average over queries
+def apply(params, x, hp: Hparams):
+    """f(X) = Σ_s ā_s x_sᵀ W_V w_O for one sample X ∈ R^{M×d} (a token array, or a pytree
+    with tokens and a token mask S: then ā averages the kept queries and attends to the kept
+    keys only); aux holds ā and φ."""
+    X, keep = tokens(x)
+    phi, _ = attention(params, X, hp.tau, keep)
+    if keep is None:
+        a_bar = phi.mean(axis=0)  # (M,) average over queries
+    else:
+        a_bar = jnp.sum(jnp.where(keep[:, None], phi, 0.0), axis=0) / jnp.maximum(jnp.sum(keep), 1)
     f = a_bar @ (X @ params["W_V"] @ params["w_O"])
     return f, {"a_bar": a_bar, "phi": phi}
 

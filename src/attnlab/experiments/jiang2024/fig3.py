@@ -61,6 +61,13 @@ class Spec(ExperimentSpec):
     onset_attn: PositiveFloat = Field(0.02, description="onset of attention: this change of attention mass")
     alpha: float = Field(0.05, gt=0, lt=1, description="level of the sign tests")
 
+    @field_validator("N_harmful", "N_benign")
+    @classmethod
+    def _even(cls, v):
+        if v % 2:
+            raise ValueError("must be even (class-balanced training set)")
+        return v
+
     @field_validator("regime")
     @classmethod
     def _regimes(cls, v):

@@ -1,0 +1,295 @@
+"""Data model of Li et al. 2023 (ICLR 2023, arXiv 2302.06015), one sample at a time.
+
+A sample is (X, y) with y ∈ {+1, −1} and L tokens x_1..x_L ∈ R^d, each one of M patterns plus
+noise:
+
+    x_l = μ_{j(l)} + z_l,        μ_j = (κ/√2)·e_j,  j = 1..M        (d ≥ M; e_j the j-th unit vector)
+
+so ‖μ_j − μ_k‖ = κ for j ≠ k (κ = √2, the default, gives orthonormal μ_j = e_j *(assumed)*). With
+d > M the patterns sit in the first M coordinates and the other d − M carry noise only.
+
+Roles of the tokens (``role``):
+
+    relevant   (RELEVANT = 0):   j(l) = 1 if y = +1, 2 if y = −1    (the own class's pattern)
+    confusion  (CONFUSION = 1):  j(l) = 2 if y = +1, 1 if y = −1    (the other class's pattern)
+    irrelevant (IRRELEVANT = 2): j(l) ~ Uniform{3..M}               (label-irrelevant patterns)
+
+α_* is the fraction of relevant tokens, α_# the fraction of confusion tokens (default α_# = α_*/6
+*(assumed)*). The theory needs α_* comfortably above α_# (α_* ≥ α_#/c, c < 1/(2e)); the spec
+only rejects α_* ≤ α_#.
+
+Token counts (``counts``):
+- ``"fixed"`` (default) *(assumed)*: exactly n_* = [α_*·L] relevant and n_# = [α_#·L] confusion
+  tokens, the rest irrelevant, at positions shuffled by a uniform random permutation. [x] is
+  rounding to the nearest integer with ties rounded *down* (:func:`n_tokens`; a 10⁻³ tolerance
+  makes it agree between Python and float32 inside jit): the default α_#·L = 0.05·50 = 2.5 gives
+  n_# = 2, as Python's ``round``. The spec requires n_* > n_#, so y is the majority vote
+  sign(#μ₁ − #μ₂), as the paper states.
+- ``"binomial"``: each token independently relevant w.p. α_*, confusion w.p. α_#, else
+  irrelevant. The label stays the generating class, so a sample can have n_* ≤ n_# (its majority
+  vote then disagrees with y): an irreducible error that :func:`oracle_error` shows.
+
+Noise z_l (``noise``), at level τ:
+- ``"ball"`` (default): uniform in the ball ‖z‖ ≤ τ (the paper's bounded noise) *(assumed
+  distribution)*;
+- ``"gaussian"``: z ~ N(0, τ²/d · I_d), so E‖z‖² = τ²;
+- ``"coord"``: z ~ N(0, τ² I_d), a per-coordinate std τ (E‖z‖² = dτ²).
+
+Variants (the sheet's (a) and (b)):
+- noisy tokens: a uniformly random subset of [noisy_frac·L] positions (independent of the roles)
+  uses the level ``noisy_tau`` (default 1.0 *(assumed)*) instead of τ.
+- spurious pattern *(assumed construction)*: μ₃ becomes correlated with y in the *training* set
+  only. An irrelevant token is an "extra" μ₃ with probability p_y, and otherwise drawn uniformly
+  from μ₃..μ_M as above, with
+
+      training: p_{+1} = spurious,  p_{−1} = 0;        test: p_{+1} = p_{−1} = spurious/2.
+
+  Both sets have the same marginal frequency of μ₃; only its correlation with y differs. At
+  spurious = 0 this is the plain model (continuous in ``spurious``), and μ₃ still occurs
+  (at rate 1/(M−2)) in both classes: the indicator is the *extra* rate in class +1.
+
+Each sample is a pytree of per-token arrays::
+
+    {"tokens": (L, d), "mask": (L,) bool (all True: the token set S, sparsification sets it),
+     "pattern": (L,) int32 (0-based j − 1), "role": (L,) int32, "noise": (L,) ‖z_l‖}
+
+The training set is drawn from the cell's ``data`` stream, the test set from its ``test``
+stream (:data:`attnlab.train.STREAMS`). Sample i is drawn from ``fold_in(key, i)`` with label +1
+for even i and −1 for odd i, so even prefixes are class-balanced and a sample does not depend on
+how many are drawn beside it. Every numeric field that does not change a shape (α_*, α_#, κ, τ,
+noisy_frac, noisy_tau, spurious, N) may be a traced per-cell value: counts are applied with
+position masks, never Python integers.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator, model_validator
+
+from attnlab.problem import DataModel, PartSpec
+from attnlab.train import stream
+
+RELEVANT, CONFUSION, IRRELEVANT = 0, 1, 2
+"""Token roles (``role`` in a sample)."""
+
+SQRT2 = math.sqrt(2.0)
+_TIE = 1e-3  # ties of α·L at k + 1/2 round down, robustly under float32 error
+
+
+def n_tokens(frac, L: int):
+    """[frac·L]: the nearest integer, ties rounded down (Python floats or traced arrays)."""
+    if isinstance(frac, int | float):
+        return max(0, math.floor(frac * L + 0.5 - _TIE))
+    return jnp.maximum(jnp.floor(frac * L + 0.5 - _TIE), 0).astype(jnp.int32)
+
+
+def patterns(M: int, d: int, kappa=SQRT2, dtype=jnp.float32) -> jnp.ndarray:
+    """μ_1..μ_M as rows of an (M, d) array: μ_j = (κ/√2)·e_j, pairwise distance κ."""
+    return (kappa / SQRT2) * jnp.eye(M, d, dtype=dtype)
+
+
+def label(i):
+    """Label of sample i: +1 for even i, −1 for odd i (balanced prefixes)."""
+    return jnp.where(i % 2 == 0, 1.0, -1.0)
+
+
+def _normal(bits, dtype):
+    """Standard normals from 24 random bits each: √2·erf⁻¹(w), w = (2v + 1)/2²⁴ − 1 ∈ (−1, 1) exact
+    (v the top 24 bits); tails cut at ≈ 5.4σ, like ``jax.random.normal``'s own 23 bits."""
+    v = (bits >> 8).astype(jnp.int32)
+    w = (2 * v + 1 - 2**24).astype(dtype) * 2.0**-24
+    return math.sqrt(2.0) * jax.lax.erf_inv(w)
+
+
+def _noise(g, u, level, kind, dtype):
+    """z_l at per-token level ``level`` from standard normals g (L, d); ``u`` ∈ [0, 1)^L is spare
+    randomness (the ball's radius)."""
+    d = g.shape[-1]
+    if kind == "ball":  # uniform in the ball: direction × level·U^{1/d}
+        return g / jnp.linalg.norm(g, axis=-1, keepdims=True) * (level * u.astype(dtype) ** (1.0 / d))[:, None]
+    if kind == "gaussian":  # E‖z‖² = level²
+        return g * (level[:, None] / math.sqrt(d))
+    if kind == "coord":  # per-coordinate std = level
+        return g * level[:, None]
+    raise ValueError(f"noise: unknown kind {kind!r}")
+
+
+def _ranks(bits):
+    """Ranks of random keys: a uniformly random permutation of 0..L−1."""
+    return jnp.zeros(bits.shape, jnp.int32).at[jnp.argsort(bits)].set(jnp.arange(bits.shape[0], dtype=jnp.int32))
+
+
+def sample(
+    key, i, *, alpha_star, alpha_hash, tau, M, d, L, kappa=SQRT2, noise="ball", noisy_frac=0.0, noisy_tau=1.0,
+    spurious=0.0, counts="fixed", train=True, dtype=jnp.float32,
+):  # fmt: skip
+    """Draw sample i: returns ({"tokens", "mask", "pattern", "role", "noise"}, y).
+
+    ``train`` selects the spurious rule (training set: μ₃ correlated with y; test: not)."""
+    y = label(i).astype(dtype)
+    # one draw of random bits per sample, for everything (each threefry call costs compile time):
+    # per token 5 keys/uniforms (role rank, irrelevant pattern, spurious, noisy rank, ball radius)
+    # and d bits for the normals of its noise
+    raw = jax.random.bits(jax.random.fold_in(key, i), (L, 5 + d), jnp.uint32)
+    bits, g = raw[:, :5].T, _normal(raw[:, 5:], dtype)
+    u = (bits >> 8).astype(jnp.float32) * 2.0**-24  # uniform on [0, 1), exact in float32
+
+    # roles: fixed counts by rank of a random permutation (rank < n_* relevant, then n_# confusion)
+    if counts == "fixed":
+        rank = _ranks(bits[0])
+        n_rel, n_conf = n_tokens(alpha_star, L), n_tokens(alpha_hash, L)
+        role = jnp.where(rank < n_rel, RELEVANT, jnp.where(rank < n_rel + n_conf, CONFUSION, IRRELEVANT))
+    elif counts == "binomial":
+        role = jnp.where(u[0] < alpha_star, RELEVANT, jnp.where(u[0] < alpha_star + alpha_hash, CONFUSION, IRRELEVANT))
+    else:
+        raise ValueError(f"counts: unknown mode {counts!r}")
+    role = role.astype(jnp.int32)
+
+    # patterns (0-based): own class 0 (μ₁) for y = +1, 1 (μ₂) for y = −1
+    own, other = jnp.where(y > 0, 0, 1), jnp.where(y > 0, 1, 0)
+    p_extra = jnp.where(y > 0, spurious, 0.0) if train else spurious / 2
+    uniform_irr = jnp.minimum(2 + jnp.floor(u[1] * (M - 2)).astype(jnp.int32), M - 1)  # Uniform{μ₃..μ_M}
+    irr = jnp.where(u[2] < p_extra, 2, uniform_irr)
+    pattern = jnp.where(role == RELEVANT, own, jnp.where(role == CONFUSION, other, irr)).astype(jnp.int32)
+
+    # noise: level τ, or noisy_tau on a random subset of [noisy_frac·L] positions
+    noisy = _ranks(bits[3]) < n_tokens(noisy_frac, L)
+    level = jnp.where(noisy, noisy_tau, tau).astype(dtype)
+    z = _noise(g, u[4], level, noise, dtype)
+
+    x = patterns(M, d, kappa, dtype)[pattern] + z
+    meta = {"tokens": x, "mask": jnp.ones(L, bool), "pattern": pattern, "role": role,
+            "noise": jnp.linalg.norm(z, axis=-1)}  # fmt: skip
+    return meta, y
+
+
+_STATIC_ARGS = ("n", "M", "d", "L", "noise", "counts", "train", "dtype")
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC_ARGS)
+def _dataset(key, n, **kw):
+    return jax.vmap(lambda i: sample(key, i, **kw))(jnp.arange(n))
+
+
+def dataset(
+    key, n, *, alpha_star, alpha_hash, tau, M, d, L, kappa=SQRT2, noise="ball", noisy_frac=0.0, noisy_tau=1.0,
+    spurious=0.0, counts="fixed", train=True, dtype=jnp.float32,
+):  # fmt: skip
+    """Draw samples 0..n−1: returns (X, y) with X a dict of arrays with leading axis n, y ∈ R^n.
+
+    Compiled once per shape (n, M, d, L) and mode (noise, counts, train, dtype); the numeric
+    fields are traced inputs (cast to ``dtype``, so Python floats and arrays share a compile)."""
+    num = dict(alpha_star=alpha_star, alpha_hash=alpha_hash, tau=tau, kappa=kappa, noisy_frac=noisy_frac,
+               noisy_tau=noisy_tau, spurious=spurious)  # fmt: skip
+    dtype = jnp.dtype(dtype)
+    num = {k: jnp.asarray(x, dtype) for k, x in num.items()}
+    return _dataset(key, n, M=M, d=d, L=L, noise=noise, counts=counts, train=train, dtype=dtype, **num)
+
+
+@functools.partial(jax.jit, static_argnames=("M",))
+def oracle_votes(X, *, M: int, kappa=SQRT2, mask=None):
+    """#tokens nearest to μ₁ − #tokens nearest to μ₂ per sample (nearest of all M patterns,
+    counting only tokens in the mask S). X: a dataset's dict or its tokens (n, L, d)."""
+    if isinstance(X, dict):
+        X, mask = X["tokens"], X.get("mask") if mask is None else mask
+    mu = patterns(M, X.shape[-1], kappa, X.dtype)
+    score = X @ mu.T - 0.5 * jnp.sum(mu**2, axis=-1)  # argmax = argmin ‖x − μ_j‖
+    nearest = jnp.argmax(score, axis=-1)
+    keep = jnp.ones(nearest.shape, bool) if mask is None else mask
+    return jnp.sum((nearest == 0) & keep, axis=-1) - jnp.sum((nearest == 1) & keep, axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("M", "per_sample"))
+def oracle_error(X, y, *, M: int, kappa=SQRT2, mask=None, per_sample=False):
+    """Test error of the oracle that knows the patterns: predict sign(#near μ₁ − #near μ₂), a tie
+    counting as error 1/2. The floor beside a phase diagram: separates a sample-size boundary
+    (learning failure) from Bayes error (noise or confusion tokens)."""
+    v = oracle_votes(X, M=M, kappa=kappa, mask=mask)
+    err = jnp.where(v == 0, 0.5, (jnp.sign(v) != jnp.sign(y)).astype(jnp.float32))
+    return err if per_sample else jnp.mean(err)
+
+
+class Spec(PartSpec):
+    """Fields of the li2023 data model (``data.*``)."""
+
+    M: int = Field(20, description="number of patterns M (μ₁, μ₂ discriminative, μ₃..μ_M irrelevant)")
+    d: PositiveInt = Field(20, description="token dimension d (≥ M; patterns in the first M coordinates)")
+    L: PositiveInt = Field(50, description="tokens per sample L")
+    alpha_star: float = Field(0.3, ge=0, le=1, description="fraction of label-relevant tokens α_*")
+    alpha_hash: float | None = Field(None, ge=0, le=1, description="fraction of confusion tokens α_# (default α_*/6)")
+    kappa: PositiveFloat = Field(SQRT2, description="pattern distance κ (√2: orthonormal patterns)")
+    tau: NonNegativeFloat = Field(0.2, description="token noise level τ")
+    noise: Literal["ball", "gaussian", "coord"] = Field(
+        "ball", description="noise law: uniform in the τ-ball, N(0, τ²/d I) or per-coordinate std τ"
+    )
+    noisy_frac: float = Field(0.0, ge=0, le=1, description="fraction of tokens at the larger noise level noisy_tau")
+    noisy_tau: NonNegativeFloat = Field(1.0, description="noise level of the noisy tokens")
+    spurious: float = Field(0.0, ge=0, le=1, description="extra rate of μ₃ in class +1, training set only")
+    counts: Literal["fixed", "binomial"] = Field(
+        "fixed", description="token roles: exact counts [α·L] or independent per token"
+    )
+    N: PositiveInt = Field(100, description="training samples N (sample i has y = +1 for even i)")
+    n_test: PositiveInt = Field(1000, description="fresh test samples")
+
+    @field_validator("M")
+    @classmethod
+    def _m(cls, M):
+        if M < 3:
+            raise ValueError(f"need M ≥ 3 patterns (μ₁, μ₂ and at least one label-irrelevant), got {M}")
+        return M
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.alpha_hash is None:
+            self.alpha_hash = self.alpha_star / 6
+        a, h = self.alpha_star, self.alpha_hash
+        if self.d < self.M:
+            raise ValueError(f"data.d: the M = {self.M} patterns are orthogonal, so d ≥ M is needed, got d = {self.d}")
+        if a + h > 1:
+            raise ValueError(f"data.alpha_hash: α_* + α_# = {a} + {h} exceeds 1")
+        if a <= h:
+            raise ValueError(f"data.alpha_star: α_* = {a} must exceed α_# = {h} (the theory needs α_* ≫ α_#)")
+        if self.counts == "fixed" and n_tokens(a, self.L) <= n_tokens(h, self.L):
+            raise ValueError(
+                f"data.alpha_star: with counts = 'fixed', [α_*·L] = {n_tokens(a, self.L)} relevant tokens must "
+                f"exceed [α_#·L] = {n_tokens(h, self.L)} confusion tokens (the label is the majority vote)"
+            )
+        if self.spurious > 0 and self.M < 4:
+            raise ValueError(f"data.spurious: a spurious pattern μ₃ needs M ≥ 4 (another irrelevant pattern), got M = {self.M}")  # fmt: skip
+        return self
+
+
+STATIC = ("M", "d", "L", "noise", "counts", "n_test")
+BATCHED = ("alpha_star", "alpha_hash", "kappa", "tau", "noisy_frac", "noisy_tau", "spurious", "N")
+
+
+def make(key, v, s, pads, shared, dtype):
+    """Training set (padded to ``pads['N']``, first v['N'] real) and test set of one cell."""
+    kw = {k: v[k] for k in BATCHED if k != "N"} | {k: s[k] for k in ("M", "d", "L", "noise", "counts")}
+    n_pad = pads["N"]
+    X, y = dataset(stream(key, "data"), n_pad, train=True, dtype=dtype, **kw)
+    X_test, y_test = dataset(stream(key, "test"), s["n_test"], train=False, dtype=dtype, **kw)
+    return {"X": X, "y": y, "mask": jnp.arange(n_pad) < v["N"], "X_test": X_test, "y_test": y_test}
+
+
+def _footprint(s, pads):
+    n = pads["N"] + s["n_test"]
+    return n, n * s["L"] * (4 * s["d"] + 1 + 4 + 4 + 4)  # tokens, mask, pattern, role, noise
+
+
+PART = DataModel(
+    name="li2023",
+    version=1,
+    Spec=Spec,
+    static=STATIC,
+    batched=BATCHED,
+    sizes=("N",),
+    input_shape=lambda s: {"tokens": s["L"], "d": s["d"]},
+    make=make,
+    footprint=_footprint,
+)

@@ -1,0 +1,300 @@
+"""Shallow ViT of Li, Wang, Liu & Chen 2023 (ICLR, arXiv 2302.06015), its attention-free "CNN"
+baseline and a linear classifier on the mean token.
+
+For one sample X = (x_1..x_L), x_l ∈ R^d, and S ⊆ [L] the kept tokens (token sparsification;
+S = [L] without a token mask):
+
+    ViT      F(X) = (1/|S|) Σ_{l∈S} aᵀ ReLU( W_O Σ_{s∈S} W_V x_s · softmax_{s∈S}( x_sᵀ W_Kᵀ W_Q x_l ) )
+    CNN      F(X) = (1/|S|) Σ_{l∈S} aᵀ ReLU( W_O W_V x_l )
+    linear   F(X) = wᵀ ( (1/|S|) Σ_{l∈S} x_l ) + b
+
+W_Q, W_K ∈ R^{m_b×d}, W_V ∈ R^{m_a×d}, W_O ∈ R^{m×m_a}; a ∈ R^m is fixed with entries ±1/√m
+(random signs; assumed, option ±1/m). No temperature, biases, LayerNorm, residual, positional
+encoding or CLS token. Trained: W_Q, W_K, W_V, W_O (ViT), W_V, W_O (CNN), w, b (linear).
+
+Initialisation (assumed, see papers/li2023.md): the theory starts from a "good" model whose
+W_Q, W_K, W_V map the patterns close to orthonormal sets, with initial errors δ (queries/keys)
+and σ (values):
+
+    near_identity   W_Q = I + δ·G_Q/√d,  W_K = I + δ·G_K/√d,  W_V = I + σ·G_V/√d   (m_a = m_b = d)
+                    W_O ~ N(0, 1/m)
+    gaussian        every weight N(0, 1/fan_in): fan_in = d for W_Q, W_K, W_V and m_a for W_O
+
+G_* are independent standard Gaussian matrices. With one seed the ViT and the CNN draw the same
+W_V, W_O and a, so an architecture comparison differs only by the attention.
+
+σ and δ are static fields (``init(key, hp, dtype)`` reads them from the Hparams): an (σ, N) grid
+compiles one program per σ value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+
+from attnlab.errors import AttnlabError
+from attnlab.problem import Model, PartSpec, tokens
+
+INITS = ("near_identity", "gaussian")
+A_SCALES = ("sqrt", "linear")
+
+
+# ---------------------------------------------------------------- hyperparameters
+
+
+def _check(hp, fields: tuple[str, ...]):
+    """Resolve m_a, m_b = 0 to d and check the choices (errors name the cell field)."""
+    if hp.init not in INITS:
+        raise AttnlabError(f"model.init: unknown init {hp.init!r}; valid: {', '.join(INITS)}")
+    if hp.a_scale not in A_SCALES:
+        raise AttnlabError(f"model.a_scale: unknown scale {hp.a_scale!r}; valid: {', '.join(A_SCALES)}")
+    for name in fields:
+        width = getattr(hp, name) or hp.d
+        if hp.init == "near_identity" and width != hp.d:
+            raise AttnlabError(
+                f"model.{name}: init = 'near_identity' needs {name} = d = {hp.d} (or 0), got {width}; "
+                f"use init = 'gaussian' for another width"
+            )
+        object.__setattr__(hp, name, width)
+
+
+@dataclass(frozen=True)
+class Hparams:
+    """The shallow ViT. m_a, m_b = 0 mean d (resolved on construction)."""
+
+    L: int = 50  # tokens
+    d: int = 20  # token dimension
+    m: int = 64  # hidden width of the perceptron (a ∈ R^m)
+    m_a: int = 0  # value width (W_V ∈ R^{m_a×d})
+    m_b: int = 0  # query/key width (W_Q, W_K ∈ R^{m_b×d})
+    init: str = "near_identity"
+    sigma: float = 0.1  # σ: initial error of W_V (near_identity)
+    delta: float = 0.1  # δ: initial error of W_Q, W_K (near_identity)
+    a_scale: str = "sqrt"  # a entries ±1/√m ("sqrt") or ±1/m ("linear")
+
+    def __post_init__(self):
+        _check(self, ("m_a", "m_b"))
+
+
+@dataclass(frozen=True)
+class CNNHparams:
+    """The attention-free baseline: the ViT without W_Q, W_K."""
+
+    L: int = 50
+    d: int = 20
+    m: int = 64
+    m_a: int = 0
+    init: str = "near_identity"
+    sigma: float = 0.1
+    a_scale: str = "sqrt"
+
+    def __post_init__(self):
+        _check(self, ("m_a",))
+
+
+@dataclass(frozen=True)
+class LinearHparams:
+    L: int = 50
+    d: int = 20
+    init: str = "zeros"  # "zeros" or "gaussian" (w ~ N(0, 1/d))
+
+    def __post_init__(self):
+        if self.init not in ("zeros", "gaussian"):
+            raise AttnlabError(f"model.init: unknown init {self.init!r}; valid: zeros, gaussian")
+
+
+# ---------------------------------------------------------------- init schemes
+
+
+def near_identity(key, n, err, dtype):
+    """I + err·G/√n, G ∈ R^{n×n} standard Gaussian: each entry of the error has std err/√n."""
+    return jnp.eye(n, dtype=dtype) + err * jax.random.normal(key, (n, n), dtype) / n**0.5
+
+
+def gaussian(key, shape, fan_in, dtype):
+    """N(0, 1/fan_in) entries."""
+    return jax.random.normal(key, shape, dtype) / fan_in**0.5
+
+
+def sign_readout(key, m, a_scale, dtype):
+    """a ∈ R^m with random signs and |a_i| = 1/√m ("sqrt") or 1/m ("linear")."""
+    scale = 1.0 / (m**0.5 if a_scale == "sqrt" else m)
+    return scale * jax.random.rademacher(key, (m,), dtype)
+
+
+def _init_perceptron(keys, hp, dtype):
+    """W_V, W_O, a (shared by the ViT and the CNN); keys = (k_V, k_O, k_a)."""
+    kv, ko, ka = keys
+    if hp.init == "near_identity":
+        W_V = near_identity(kv, hp.d, hp.sigma, dtype)
+        W_O = gaussian(ko, (hp.m, hp.m_a), hp.m, dtype)  # N(0, 1/m)
+    else:
+        W_V = gaussian(kv, (hp.m_a, hp.d), hp.d, dtype)
+        W_O = gaussian(ko, (hp.m, hp.m_a), hp.m_a, dtype)
+    return {"W_V": W_V, "W_O": W_O, "a": sign_readout(ka, hp.m, hp.a_scale, dtype)}
+
+
+def init(key, hp: Hparams, dtype=jnp.float32):
+    """W_Q, W_K, W_V, W_O and the fixed readout a of the ViT."""
+    kq, kk, kv, ko, ka = jax.random.split(key, 5)
+    if hp.init == "near_identity":
+        W_Q, W_K = near_identity(kq, hp.d, hp.delta, dtype), near_identity(kk, hp.d, hp.delta, dtype)
+    else:
+        W_Q, W_K = gaussian(kq, (hp.m_b, hp.d), hp.d, dtype), gaussian(kk, (hp.m_b, hp.d), hp.d, dtype)
+    return {"W_Q": W_Q, "W_K": W_K, **_init_perceptron((kv, ko, ka), hp, dtype)}
+
+
+def init_cnn(key, hp: CNNHparams, dtype=jnp.float32):
+    """W_V, W_O, a: the same draws as the ViT's for the same key."""
+    _, _, kv, ko, ka = jax.random.split(key, 5)
+    return _init_perceptron((kv, ko, ka), hp, dtype)
+
+
+def init_linear(key, hp: LinearHparams, dtype=jnp.float32):
+    w = gaussian(key, (hp.d,), hp.d, dtype) if hp.init == "gaussian" else jnp.zeros((hp.d,), dtype)
+    return {"w": w, "b": jnp.zeros((), dtype)}
+
+
+# ---------------------------------------------------------------- forward pass
+
+
+def kept(x):
+    """(X (L, d) with dropped tokens zeroed, keep (L,) bool) of a per-sample input."""
+    X, mask = tokens(x)
+    keep = jnp.ones(X.shape[0], bool) if mask is None else jnp.asarray(mask, bool)
+    # Zeroing makes dropped tokens inert (even NaN padding) and gives them zero gradient.
+    return jnp.where(keep[:, None], X, 0), keep
+
+
+def masked_mean(v, keep):
+    """(1/|S|) Σ_{l∈S} v_l over the leading axis; 0 when S is empty."""
+    return jnp.sum(jnp.where(keep.reshape(-1, *[1] * (v.ndim - 1)), v, 0), axis=0) / jnp.maximum(keep.sum(), 1)
+
+
+def attention(params, X, keep):
+    """A_{l,s} = softmax_{s∈S}( x_sᵀ W_Kᵀ W_Q x_l ) ∈ R^{L×L} (row = query l).
+
+    Dropped keys get −∞ logits; rows of dropped queries and rows with no kept key are 0."""
+    q, k = X @ params["W_Q"].T, X @ params["W_K"].T  # (L, m_b): W_Q x_l, W_K x_s
+    logits = jnp.where(keep[None, :], q @ k.T, -jnp.inf)
+    top = jnp.max(logits, axis=-1, keepdims=True)
+    top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0))  # all-masked row: no −∞ − −∞
+    e = jnp.where(keep[None, :], jnp.exp(logits - top), 0)
+    z = e.sum(-1, keepdims=True)
+    A = e / jnp.where(z > 0, z, 1)
+    return jnp.where(keep[:, None], A, 0)
+
+
+def readout(params, H):
+    """aᵀ ReLU(W_O h_l) per row h_l of H ∈ R^{L×m_a}."""
+    return jax.nn.relu(H @ params["W_O"].T) @ params["a"]
+
+
+def apply(params, x, hp: Hparams):
+    """F(X) of the ViT for one sample; aux: the attention A (L, L) and the token mask (L,)."""
+    X, keep = kept(x)
+    A = attention(params, X, keep)
+    H = A @ (X @ params["W_V"].T)  # (L, m_a): h_l = Σ_s A_{l,s} W_V x_s
+    return masked_mean(readout(params, H), keep), {"attn": A, "mask": keep}
+
+
+def apply_cnn(params, x, hp: CNNHparams):
+    """F(X) = (1/|S|) Σ_{l∈S} aᵀ ReLU(W_O W_V x_l); aux: the token mask."""
+    X, keep = kept(x)
+    return masked_mean(readout(params, X @ params["W_V"].T), keep), {"mask": keep}
+
+
+def apply_linear(params, x, hp: LinearHparams):
+    """F(X) = wᵀ x̄_S + b with x̄_S the mean kept token; aux: the token mask."""
+    X, keep = kept(x)
+    return masked_mean(X, keep) @ params["w"] + params["b"], {"mask": keep}
+
+
+# ---------------------------------------------------------------- parts
+
+
+class CNNSpec(PartSpec):
+    """Fields of the li2023 CNN baseline (``model.*``); L and d come from the data model."""
+
+    m: PositiveInt = Field(64, description="hidden width m (a ∈ R^m)")
+    m_a: NonNegativeInt = Field(0, description="value width m_a (0: d)")
+    init: Literal["near_identity", "gaussian"] = Field(
+        "near_identity", description="near_identity: W_V = I + σG/√d, W_O ~ N(0, 1/m); gaussian: N(0, 1/fan_in)"
+    )
+    sigma: NonNegativeFloat = Field(0.1, description="σ: initial error of W_V (near_identity)")
+    a_scale: Literal["sqrt", "linear"] = Field("sqrt", description="fixed readout a: ±1/√m (sqrt) or ±1/m (linear)")
+
+    @model_validator(mode="after")
+    def _widths(self):
+        # d is the data model's, unknown here: under near_identity the widths are tied to it.
+        for name in ("m_a", "m_b"):
+            if self.init == "near_identity" and getattr(self, name, 0):
+                raise ValueError(
+                    f"model.{name}: init = 'near_identity' ties {name} to d; leave it 0 or use init = 'gaussian'"
+                )
+        return self
+
+
+class Spec(CNNSpec):
+    """Fields of the li2023 ViT (``model.*``); L and d come from the data model."""
+
+    m_b: NonNegativeInt = Field(0, description="query/key width m_b (0: d)")
+    delta: NonNegativeFloat = Field(0.1, description="δ: initial error of W_Q, W_K (near_identity)")
+
+
+class LinearSpec(PartSpec):
+    """Fields of the linear classifier on the mean token (``model.*``)."""
+
+    init: Literal["zeros", "gaussian"] = Field("zeros", description="w = 0, or w ~ N(0, 1/d); b = 0")
+
+
+def _vit_sizes(hp: Hparams):
+    params = 2 * hp.m_b * hp.d + hp.m_a * hp.d + hp.m * hp.m_a + hp.m
+    return params, hp.L * (2 * hp.m_b + 2 * hp.m_a + 2 * hp.m + 2 * hp.L)
+
+
+PART_VIT = Model(
+    name="li2023-vit",
+    version=1,
+    Spec=Spec,
+    static=tuple(Spec.model_fields),
+    batched=(),
+    hparams=lambda s, shape: Hparams(L=shape["tokens"], d=shape["d"], **s),
+    init=init,
+    apply=apply,
+    trainable=lambda hp: ("W_Q", "W_K", "W_V", "W_O"),
+    groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("W_O",)},
+    sizes=_vit_sizes,
+)
+
+PART_CNN = Model(
+    name="li2023-cnn",
+    version=1,
+    Spec=CNNSpec,
+    static=tuple(CNNSpec.model_fields),
+    batched=(),
+    hparams=lambda s, shape: CNNHparams(L=shape["tokens"], d=shape["d"], **s),
+    init=init_cnn,
+    apply=apply_cnn,
+    trainable=lambda hp: ("W_V", "W_O"),
+    groups=lambda hp: {"V": ("W_V",), "O": ("W_O",)},
+    sizes=lambda hp: (hp.m_a * hp.d + hp.m * hp.m_a + hp.m, hp.L * (hp.m_a + 2 * hp.m)),
+)
+
+PART_LINEAR = Model(
+    name="li2023-linear",
+    version=1,
+    Spec=LinearSpec,
+    static=tuple(LinearSpec.model_fields),
+    batched=(),
+    hparams=lambda s, shape: LinearHparams(L=shape["tokens"], d=shape["d"], **s),
+    init=init_linear,
+    apply=apply_linear,
+    trainable=lambda hp: ("w", "b"),
+    groups=lambda hp: {"w": ("w", "b")},
+    sizes=lambda hp: (hp.d + 1, hp.d + 1),
+)

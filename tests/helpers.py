@@ -1,0 +1,78 @@
+"""Shared by the training tests: build a bucket's Problem from cells and train it on either path.
+
+Compiles dominate the suite's time, so programs are cached across tests: ``train_bucket`` keeps
+its compiled programs under ``cache_key`` (the bucket's static fields and pads), and reference
+results are kept per cell id for the whole session.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from attnlab.problem import Composition
+from attnlab.sweep import grid
+from attnlab.train import train_bucket, train_reference
+
+METRICS = ("train_loss", "train_error", "test_loss", "test_error", "stop_step", "status")
+
+
+def bucket_of(cells, tags=()):
+    """(composition, static fields) of cells that must form exactly one bucket."""
+    bks = grid.buckets(cells, tags)
+    assert len(bks) == 1, f"cells span {len(bks)} buckets"
+    (key,) = bks
+    static = dict(key)
+    return Composition.of(static, tags), static, key
+
+
+def x64(cell):
+    return jax.enable_x64(cell.get("train.dtype") == "float64")
+
+
+def run_bucket(cells, tags=(), pads=None, **kw):
+    """train_bucket on ``cells`` (one bucket), padded to the largest sizes (or ``pads``)."""
+    comp, static, key = bucket_of(cells, tags)
+    pads = pads or {f: max(c[f] for c in cells) for f in comp.size_fields()}
+    v = grid.batch_inputs(comp, cells)
+    with x64(cells[0]):
+        return train_bucket(
+            comp.problem(static, pads), comp.train_config(static), v, shared=comp.shared(static),
+            cache_key=(key, tuple(sorted(pads.items()))), **kw,
+        )  # fmt: skip
+
+
+_REFERENCE: dict[str, dict] = {}
+
+
+def run_reference(cell, tags=()):
+    """The reference result of a cell, unpadded (computed once per session: the slow path)."""
+    cid = grid.cell_id(cell)
+    if cid not in _REFERENCE:
+        comp, static, _ = bucket_of([cell], tags)
+        v = {k: x[0] for k, x in grid.batch_inputs(comp, [cell]).items()}
+        pads = {f: cell[f] for f in comp.size_fields()}  # exactly N samples: no padding at all
+        with x64(cell):
+            _REFERENCE[cid] = train_reference(
+                comp.problem(static, pads), comp.train_config(static), v, shared=comp.shared(static)
+            )
+    return _REFERENCE[cid]
+
+
+def cell_of(out, i):
+    """Cell i of a bucket result (the reference's layout)."""
+    return jax.tree.map(lambda x: x[i], out)
+
+
+def assert_same(a, b, rtol=1e-9, atol=1e-12, metrics=METRICS):
+    """Two results of one cell agree: metrics, traces, arrays and params."""
+    import numpy as np
+
+    for k in metrics:
+        np.testing.assert_allclose(a["metrics"][k], b["metrics"][k], rtol=rtol, atol=atol, err_msg=k)
+    assert set(a["metrics"]) == set(b["metrics"])
+    for part in ("traces", "arrays", "params"):
+        assert (part in a) == (part in b), part
+        if part in b:
+            assert set(a[part]) == set(b[part]), part
+            for k in b[part]:
+                np.testing.assert_allclose(a[part][k], b[part][k], rtol=rtol, atol=atol, err_msg=f"{part}.{k}")

@@ -1,0 +1,87 @@
+"""A stored fingerprint of one cell, and the independence of its random streams.
+
+This file exists to catch any change that alters a cell's numbers or its id: a stored result is
+found again by its id and trusted by its numbers, so either changing silently would mix old and
+new results in one results directory. If a test here fails on purpose (a deliberate change of a
+data model, a model or the recipe), bump the ``version`` of the part that changed (DataModel /
+Model ``version``, or ``problem.RECIPE_VERSION``) and paste the new values below.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnlab import train as T
+from attnlab.data import jiang2024 as jdata
+from attnlab.experiments.jiang2024 import tiny_cell
+from attnlab.problem import Composition
+from attnlab.sweep import executors, grid
+
+# the fixed cell, written out in full (so that its id depends on nothing but this literal)
+CELL = {
+    "data.name": "jiang2024", "data.M": 4, "data.d": 12, "data.mu": 6.0, "data.sigma_p": 0.2,
+    "data.sigma_tilde_p": 4.0, "data.projected": False, "data.N": 6, "data.n_test": 10,
+    "model.name": "jiang2024", "model.d_h": 6, "model.d_v": 5, "model.init_scale": 16.0, "model.tau": 1.0,
+    "model.train_w_O": False,
+    "train.loss": "logistic", "train.optimizer": "gd", "train.momentum": 0.9, "train.lr": 0.5,
+    "train.batch_size": 0, "train.max_steps": 40, "train.loss_threshold": 0.05, "train.stop_every": 1,
+    "train.log_every": 0, "train.log_dense_until": 0, "train.array_log_every": 0, "train.probes": "",
+    "train.dtype": "float64", "train.save_params": False,
+    "seed": 0, "block": 0, "rep": 0,
+}  # fmt: skip
+CELL_ID = "437fb38ed1c3280e"
+TEST_LOSS = 0.16216428169866454
+TRAIN_LOSS = 0.04854848942738912
+STOP_STEP = 38
+
+
+def test_cell_id_is_stable():
+    assert grid.cell_id(CELL) == CELL_ID
+    assert grid.cell_key(CELL_ID).tolist() == [int("437fb38e", 16), int("d1c3280e", 16)]
+
+
+def test_the_cell_is_what_the_specs_expand_to():
+    """A new field with a default, or a changed default, changes every cell's id: it must come
+    with a version bump (this catches it even when the literal above still hashes the same)."""
+    assert tiny_cell(dtype="float64", mu=6.0, lr=0.5, loss_threshold=0.05) == CELL
+
+
+def test_cell_numbers_are_stable():
+    (chunk,) = executors.plan([CELL], set(), 2e9)
+    row = executors.train_chunk(chunk).to_pylist()[0]
+    assert row["id"] == CELL_ID
+    assert row["status"] == "converged" and row["stop_step"] == STOP_STEP
+    # float64; a relative 1e-9 allows for XLA's choice of summation order, nothing more
+    assert row["test_loss"] == pytest.approx(TEST_LOSS, rel=1e-9)
+    assert row["train_loss"] == pytest.approx(TRAIN_LOSS, rel=1e-9)
+
+
+def _sets():
+    """The cell's training and test set, drawn by its data model (eagerly, no compile cache)."""
+    comp = Composition.of(CELL)
+    static = {k: v for k, v in CELL.items() if comp.classify(k) == "static"}
+    problem = comp.problem(static, {"data.N": CELL["data.N"]})
+    v = {k: x[0] for k, x in grid.batch_inputs(comp, [CELL]).items()}
+    with jax.enable_x64(True):
+        return problem.make_data(jnp.asarray(v["key"]), v, None), v
+
+
+def test_training_and_test_sets_come_from_independent_streams():
+    data, v = _sets()
+    kw = dict(mu_norm=6.0, sigma_p=0.2, sigma_tilde_p=4.0, M=4, d=12, dtype=jnp.float64)
+    with jax.enable_x64(True):
+        X, _ = jdata.dataset(T.stream(v["key"], "data"), 6, **kw)
+        X_test, _ = jdata.dataset(T.stream(v["key"], "test"), 10, **kw)
+    np.testing.assert_array_equal(data["X"], X)
+    np.testing.assert_array_equal(data["X_test"], X_test)
+    assert not np.allclose(data["X"][0], data["X_test"][0])  # same index, same label, other draw
+    assert len(set(T.STREAMS.values())) == len(T.STREAMS)
+
+
+def test_the_independence_check_can_fail(monkeypatch):
+    """Mutation check: with the test stream given the data stream's id, the first test sample is
+    the first training sample, so the test above would fail."""
+    monkeypatch.setattr(T, "STREAMS", T.STREAMS | {"test": T.STREAMS["data"]})
+    data, _ = _sets()
+    np.testing.assert_array_equal(data["X_test"][0], data["X"][0])
