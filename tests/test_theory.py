@@ -89,9 +89,14 @@ def curved(c2, n=2000, noise=0.15, seed=0):
 def test_curvature_detected():
     est = theory.boundary_curvature(*curved(0.0), n_boot=150)
     assert est.lo <= 0 <= est.hi
-    est = theory.boundary_curvature(*curved(0.8), n_boot=150)
+    est = theory.boundary_curvature(*curved(0.8), n_boot=150, over="grid")
     true = 2 * 0.8 * 2  # Δslope = 2·c2·(x_max − x_min)
     assert est.lo > 0 and est.value == pytest.approx(true, rel=0.25)
+    # over the span the boundary crosses: (log N range 5.5) / |slope 2| in x
+    est = theory.boundary_curvature(*curved(0.8), n_boot=150)
+    assert est.lo > 0 and est.value == pytest.approx(2 * 0.8 * 5.5 / 2, rel=0.25)
+    with pytest.raises(ValueError, match="over"):
+        theory.boundary_curvature(*curved(0.0), n_boot=0, over="everywhere")
 
 
 def test_block_estimates_feed_a_t_interval():

@@ -192,19 +192,31 @@ def free_exponent(
 
 
 def boundary_curvature(
-    logS: np.ndarray, logN: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0
+    logS: np.ndarray, logN: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0, over: str = "boundary"
 ) -> Estimate:
-    """Change of the boundary's local slope across the grid: is log N vs log SNR a straight line?
+    """Change of the boundary's local slope: is log N vs log SNR a straight line?
 
     Fit σ(β₀ + β_S x + β_N y + β_SS x²) with x = log SNR − mean (centred, so x and x² are not
     collinear) and y = log N. The boundary y(x) = −(β₀ + β_S x + β_SS x²)/β_N has slope
-    dy/dx = −(β_S + 2β_SS x)/β_N, which changes by Δslope = −2β_SS(x_max − x_min)/β_N across the
-    grid's x range (fixed from the full data, so every bootstrap replicate measures the same span).
-    A straight boundary has Δslope = 0."""
+    dy/dx = −(β_S + 2β_SS x)/β_N, which changes by Δslope = −2β_SS·Δx/β_N over a span Δx:
+
+    over = "boundary"  Δx = the SNR span the boundary crosses inside the grid's N range,
+                       (y_max − y_min)·|β_N/β_S| (where the boundary is observed)
+    over = "grid"      Δx = x_max − x_min, the grid's whole SNR range (this extrapolates the
+                       quadratic across SNRs where no boundary is observed)
+
+    The spans are fixed from the full data, so every bootstrap replicate measures the same
+    span. A straight boundary has Δslope = 0."""
     logS, logN, success = (np.asarray(a, float) for a in (logS, logN, success))
+    if over not in ("boundary", "grid"):
+        raise ValueError(f"over must be 'boundary' or 'grid', got {over!r}")
     x = logS - logS.mean()
-    span = x.max() - x.min()
     Z = np.column_stack([np.ones_like(x), x, logN, x**2])
+    if over == "grid":
+        span = x.max() - x.min()
+    else:
+        b, _ = logistic_fit(Z[:, :3], success)
+        span = (logN.max() - logN.min()) * abs(b[2] / b[1]) if abs(b[1]) > 1e-12 else np.nan
 
     def stat(idx):
         b, _ = logistic_fit(Z[idx], success[idx])

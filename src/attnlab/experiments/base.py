@@ -329,6 +329,7 @@ def reproduce(
     from attnlab.provenance import provenance, versions
     from attnlab.sweep import executors, grid
     from attnlab.sweep.store import Store, atomic_write_bytes
+    from attnlab.train import default_strategy
 
     if executor not in executors.EXECUTORS:
         raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(executors.EXECUTORS)}")
@@ -370,7 +371,7 @@ def reproduce(
         "cells_trained_now": trained,
         "runtime_s": round(runtime, 3),
         "train_seconds_total": float(np.sum(cols["seconds"])),
-        "provenance": provenance(executors.strategy(), dtype),
+        "provenance": provenance(default_strategy(), dtype),
         "claims": [c.to_json() for c in analysis.claims],
     }
     atomic_write_bytes(out / "spec.json", json.dumps(spec.model_dump(), indent=2).encode())

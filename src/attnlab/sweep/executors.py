@@ -30,10 +30,6 @@ from attnlab.train import STATUS_NAMES, default_strategy, train_bucket
 EXECUTORS = ("local",)
 
 
-def strategy() -> str:
-    return default_strategy()
-
-
 @dataclass(frozen=True)
 class Chunk:
     """One bucket's cells, trained together, padded to ``pads``."""

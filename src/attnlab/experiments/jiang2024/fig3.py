@@ -3,8 +3,9 @@
 Full-batch GD, lr 0.01, 500 steps, no early stop, init/32, 10 repeats per regime; probes of θ_t
 are recorded at every step up to ``log_dense_until`` and every ``log_every`` steps after. Five
 panels per regime, mean ± std: (1) train and test loss; (2) query-averaged attention of training
-sample 0 on its signal and strong-noise tokens; (3) V-scalars μ₊ᵀ W_V w_O, ξ₂ᵀ W_V w_O; (4) QK
-logits μ₊ᵀW_QW_Kᵀμ₊, μ₊ᵀW_QW_Kᵀξ₂; (5) QK logits ξ_iᵀW_QW_Kᵀμ₊, ξ_iᵀW_QW_Kᵀξ₂.
+sample 0 on its signal and strong-noise tokens; (3) V-scalars μ₊ᵀ W_V w_O, ξ̃ᵀ W_V w_O; (4) QK
+logits of the signal and strong-noise queries μ₊ᵀW_QW_Kᵀμ₊, μ₊ᵀW_QW_Kᵀξ̃, ξ̃ᵀW_QW_Kᵀξ̃, ξ̃ᵀW_QW_Kᵀμ₊;
+(5) QK logits of a weak-noise query ξ_iᵀW_QW_Kᵀμ₊, ξ_iᵀW_QW_Kᵀξ̃ (ξ̃ = sample 0's strong-noise token).
 
 Harmful setting = the released script's: M = 3, d = 2048, d_h = 1024, d_v = 512, σ_p = 0.05,
 σ̃_p = 1, ‖μ‖ = 1, N = 10 (N·SNR² ≈ 2). Benign setting *(assumed)*: the same with ‖μ‖ = 50
