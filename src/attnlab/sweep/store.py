@@ -87,10 +87,6 @@ def _to_arrow(rel: Any) -> pa.Table:
     return table.read_all() if isinstance(table, pa.RecordBatchReader) else table
 
 
-def _family_label(name: str) -> str:
-    return f"family {name!r}"
-
-
 class Store:
     def __init__(self, out: Path):
         self.out = Path(out)
@@ -232,7 +228,7 @@ class Store:
             for name, version in schema.items():
                 had = old["schema"].get(name)
                 if had is not None and had != version:
-                    differences.append(("schema", f"schema version {had} of {_family_label(name)} (this is {version})"))
+                    differences.append(("schema", f"schema version {had} of family {name!r} (this is {version})"))
             for key, version in versions.items():
                 had = old.get(key)
                 if had != version:
