@@ -46,8 +46,9 @@ def reproduce_cmd(
     try:
         exp = get(exp_id)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
-        verdict = reproduce(exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config,
-                            force=force)
+        verdict = reproduce(
+            exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config, force=force
+        )
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None

@@ -91,7 +91,12 @@ class Recipe(PartSpec):
     )
     batch_size: NonNegativeInt = Field(0, description="mini-batch size b (0: full batch)")
     max_steps: NonNegativeInt = Field(1000, description="step cap")
-    loss_threshold: float = Field(0.0, description="stop at the first judged step with training loss below this")
+    loss_threshold: float = Field(0.0, description="stop at the first judged step whose stop quantity is below this")
+    stop_on: Literal["loss", "hinge", "error"] = Field(
+        "loss",
+        description="stop quantity on the full training set: the training loss, the hinge loss "
+        "max(0, 1 − yf) (zero = every margin ≥ 1), or the 0-1 error",
+    )
     stop_every: PositiveInt = Field(1, description="judge the stop rule on the full training set every this many steps")
     log_every: NonNegativeInt = Field(0, description="record probes every this many steps (0: none)")
     log_dense_until: NonNegativeInt = Field(0, description="record probes at every step before this one")
@@ -101,9 +106,16 @@ class Recipe(PartSpec):
     save_params: bool = Field(False, description="store each cell's final parameters")
 
 
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 RECIPE_STATIC = tuple(f for f in Recipe.model_fields if f not in ("lr", "lr_mult"))
 RECIPE_BATCHED = ("lr",)
+
+
+STOP_FNS = {
+    "loss": None,  # the training loss itself
+    "hinge": T.LOSSES["hinge"].fn,
+    "error": lambda f, y: (jnp.sign(f) != y).astype(f.dtype),
+}
 
 
 @dataclass(frozen=True)
@@ -275,6 +287,7 @@ class Composition:
             lr_mult=tuple(sorted(recipe.lr_mult.items())),
             probes=probes,
             array_probes=array_probes,
+            stop_fn=STOP_FNS[recipe.stop_on],
         )
 
     def train_config(self, static: dict) -> T.TrainConfig:

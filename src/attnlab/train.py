@@ -17,9 +17,12 @@ every cell is done, and the probe and stop schedules are real branches. Per cell
   (``has_aux``): full batch, B_t = the whole training set; mini-batch (``batch_size = b``),
   B_t = the t-th slice of b indices of a fresh per-cell permutation of the N training samples
   each epoch (the last batch of an epoch may be short);
-* on the stop schedule (every ``stop_every`` steps, and at ``max_steps``) the *full* training
-  loss L(θ_t) is judged (for full batch it is the step's loss; a mini-batch loss is too noisy):
-  the cell stops at the first such t with L(θ_t) < ``loss_threshold`` (``converged``), or at
+* on the stop schedule (every ``stop_every`` steps, and at ``max_steps``) the stop quantity on
+  the *full* training set, J(θ_t), is judged: the training loss L(θ_t) by default, or the mean
+  of another per-sample quantity (``Problem.stop_fn``, e.g. the hinge loss, so "zero training
+  hinge loss" can stop a run trained with the logistic loss). For full batch it comes from the
+  step's own forward pass; a mini-batch value is too noisy, so it is computed on the full set:
+  the cell stops at the first such t with J(θ_t) < ``loss_threshold`` (``converged``), or at
   t = ``max_steps`` (``cap``); a non-finite step loss stops it at once (``diverged``). From then
   on its parameters are frozen by a mask, so metrics taken after the loop are those of θ_stop;
 * otherwise θ_{t+1} = θ_t + optimiser update, with the cell's own learning rate times the
@@ -105,6 +108,8 @@ class Problem:
     probes(params, data, v, aux) -> dict of scalars, on ``log_steps``; ``aux`` is the
                          per-sample aux of the training set at θ_t (never recomputed)
     array_probes(params, data, v, aux) -> dict of arrays, on ``array_log_steps``
+    stop_fn(f, y)     -> the per-sample quantity whose training mean the stop rule judges
+                         (None: the loss)
 
     ``v`` is the cell's dict of per-cell values (the batched inputs, with its ``key``).
     """
@@ -118,6 +123,7 @@ class Problem:
     lr_mult: tuple[tuple[str, float], ...] = ()
     probes: Callable[[Params, dict, dict, Any], dict] | None = None
     array_probes: Callable[[Params, dict, dict, Any], dict] | None = None
+    stop_fn: Callable[[jax.Array, jax.Array], jax.Array] | None = None
 
 
 def _check_steps(name: str, steps: tuple[int, ...], max_steps: int) -> None:
@@ -192,11 +198,14 @@ def _split(problem: Problem, params: Params):
 
 
 def _objective(problem: Problem, fixed, X, y, mask):
-    """θ_train -> (mean loss over the masked samples, per-sample aux)."""
+    """θ_train -> (mean loss over the masked samples, (per-sample aux, stop quantity J)): J is
+    the mean of ``stop_fn`` from the same forward pass (the loss itself when there is none)."""
 
     def L(train):
         f, aux = _vapply(problem, {**train, **fixed}, X)
-        return masked_mean(problem.loss.fn(f, y), mask), aux
+        loss = masked_mean(problem.loss.fn(f, y), mask)
+        judged = loss if problem.stop_fn is None else masked_mean(problem.stop_fn(f, y), mask)
+        return loss, (aux, judged)
 
     return L
 
@@ -258,7 +267,10 @@ def _final_metrics(problem: Problem, cfg: TrainConfig, train, fixed, data):
     """Loss and the loss's metrics on the training set (masked) and the test set, at θ."""
     p = {**train, **fixed}
     out = {}
-    for split, X, y, mask in (("train", data["X"], data["y"], data["mask"]), ("test", data["X_test"], data["y_test"], None)):
+    for split, X, y, mask in (
+        ("train", data["X"], data["y"], data["mask"]),
+        ("test", data["X_test"], data["y_test"], None),
+    ):
         f, _ = _vapply(problem, p, X)
         out[f"{split}_loss"] = masked_mean(problem.loss.fn(f, y), mask)
         for name, x in problem.loss.metrics(f, y).items():
@@ -323,18 +335,20 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
 
         def body(c):
             t, k, cell = c["t"], c["k"], c["cells"]
-            (loss, aux), grads = step_loss(cell["train"], fixed, data, v, t)
+            (loss, (aux, judged)), grads = step_loss(cell["train"], fixed, data, v, t)
             judge = (t % cfg.stop_every == 0) | (t >= cfg.max_steps)
             due = {n: (k[n] < len(s)) & (s[jnp.minimum(k[n], len(s) - 1)] == t) for n, s in scheds.items()}
             if cfg.batch_size:  # the full training loss (and aux), only when a rule or probe needs it
                 need = judge
                 for d in due.values():
                     need = need | d
-                full, full_aux = jax.lax.cond(need, lambda tr: full_loss(tr, fixed, data), skipped, cell["train"])
+                full, (full_aux, full_judged) = jax.lax.cond(
+                    need, lambda tr: full_loss(tr, fixed, data), skipped, cell["train"]
+                )
             else:
-                full, full_aux = loss, aux
+                full, full_aux, full_judged = loss, aux, judged
             finite = jnp.isfinite(loss)
-            hit = judge & (full < cfg.loss_threshold)
+            hit = judge & (full_judged < cfg.loss_threshold)
             new = ~cell["done"] & (hit | ~finite | (t >= cfg.max_steps))
             status = jnp.where(new, jnp.where(~finite, DIVERGED, jnp.where(hit, CONVERGED, CAP)), cell["status"])
             stop_step = jnp.where(new, t, cell["stop_step"])
@@ -367,7 +381,7 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
         rec = {}
         for name, steps, _ in recs:
             loss_shape = jax.ShapeDtypeStruct((B,), dtype)
-            aux = jax.eval_shape(lambda tr: full_loss(tr, fixed, data)[1], train)
+            aux = jax.eval_shape(lambda tr: full_loss(tr, fixed, data)[1][0], train)
             shapes = jax.eval_shape(rec_fns[name], train, fixed, data, v, aux, loss_shape)
             rec[name] = {p: jnp.full((B, len(steps), *s.shape[1:]), jnp.nan, dtype) for p, s in shapes.items()}
         cells = dict(
@@ -382,7 +396,7 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
         metrics = final(cell["train"], fixed, data) | {"status": cell["status"], "stop_step": cell["stop_step"]}
         out = {"metrics": metrics}
         if recs:
-            loss, aux = full_loss(cell["train"], fixed, data)
+            loss, (aux, _) = full_loss(cell["train"], fixed, data)
         for name, steps, _ in recs:
             vals = rec_fns[name](cell["train"], fixed, data, v, aux, loss)
             late = jnp.arange(len(steps)) >= k[name]
@@ -511,14 +525,15 @@ def train_reference(problem: Problem, cfg: TrainConfig, v: dict, shared=None) ->
     out: dict[str, Any] = {name: {} for name, _, _ in recs}
 
     def record(name, fn, tr, step=None):
-        loss, aux = step if step is not None else full_loss(tr)
+        loss, (aux, _) = step if step is not None else full_loss(tr)
         for p, x in fn(tr, aux, loss).items():
             out[name].setdefault(p, []).append(np.asarray(x, np.float64))
 
     status, stop_step = CAP, cfg.max_steps
     for t in range(cfg.max_steps + 1):
-        (loss, aux), grads = step_loss(train, t)
-        full = None if cfg.batch_size else (loss, aux)  # full batch: the step's loss is L(θ_t)
+        step, grads = step_loss(train, t)
+        loss = step[0]
+        full = None if cfg.batch_size else step  # full batch: the step's forward pass is at θ_t
         for name, steps, fn in recs:
             if t in steps:
                 record(name, fn, train, full)
@@ -526,7 +541,7 @@ def train_reference(problem: Problem, cfg: TrainConfig, v: dict, shared=None) ->
             status, stop_step = DIVERGED, t
             break
         if t % cfg.stop_every == 0 or t == cfg.max_steps:
-            if (full or full_loss(train))[0] < cfg.loss_threshold:
+            if (full or full_loss(train))[1][1] < cfg.loss_threshold:
                 status, stop_step = CONVERGED, t
                 break
         if t == cfg.max_steps:

@@ -8,8 +8,12 @@ from attnlab.experiments.base import Experiment
 
 def registry() -> dict[str, Experiment]:
     from attnlab.experiments.jiang2024 import fig1, fig3
+    from attnlab.experiments.li2023 import diagrams
+    from attnlab.experiments.li2023 import fig3 as li_fig3
+    from attnlab.experiments.li2023 import fig4 as li_fig4
 
-    return {e.id: e for e in (fig1.EXPERIMENT, fig3.EXPERIMENT)}
+    li = (*diagrams.EXPERIMENTS[:2], li_fig3.EXPERIMENT, li_fig4.EXPERIMENT, *diagrams.EXPERIMENTS[2:])
+    return {e.id: e for e in (fig1.EXPERIMENT, fig3.EXPERIMENT, *li)}
 
 
 def get(exp_id: str) -> Experiment:

@@ -7,7 +7,13 @@ Experiment = spec(scale) → cells → results → analysis → figures + claims
              fields belong to the composed problem (:mod:`attnlab.problem`). A part field given
              several values is a grid axis. Each scale (smoke, cpu, paper) is a set of values; a
              TOML ``--config`` and then ``--set name=v1,v2`` override any of them
-    cells    flat namespaced dicts, one per run: the grid × ``seeds`` blocks × ``reps``
+    cells    flat namespaced dicts, one per run: the grid × ``seeds`` blocks × ``reps``. An
+             experiment with stages (e.g. tune the learning rate on validation runs, then run
+             the grid with the chosen one) trains a stage through ``run`` and builds the next
+             stage's cells from its results; every stage lands in the same store
+    derive   optional: rows computed from the trained cells (e.g. evaluations of the saved
+             parameters under token removal), one or more per cell; the derived table is
+             results.parquet
     analyse  fits and claims from the results table (a claim passes only on a measured value)
     figures  PNG + PDF files in the output directory
 """
@@ -19,6 +25,7 @@ import json
 import time
 import tomllib
 import typing
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,9 +97,15 @@ class Experiment:
     assumptions: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()  # the experiment's own key-only cell labels (e.g. regime)
 
-    def cells(self, spec) -> list[dict]:
-        """The grid × seed blocks × reps (override to add variants or tags)."""
+    def cells(self, spec, run: Callable[[list[dict]], dict[str, np.ndarray]] | None = None) -> list[dict]:
+        """The grid × seed blocks × reps (override to add variants, tags or stages). Every cell
+        to be analysed is returned; ``run(cells)`` trains a stage now (skipping what is done)
+        and returns its columns, so a later stage can depend on an earlier one's results."""
         return expand(spec)
+
+    def derive(self, table: pa.Table, spec) -> pa.Table:
+        """The results table the analysis reads (default: one row per trained cell)."""
+        return table
 
     def analyse(self, cols: dict[str, np.ndarray], spec) -> Analysis:
         raise NotImplementedError
@@ -242,7 +255,7 @@ def parse_sets(Spec: type[BaseModel], sets: list[str], values: dict) -> dict[str
         if not eq or not name:
             raise AttnlabError(f"--set {s!r}: expected name=value or name=v1,v2,...")
         vals = [v.strip() for v in raw.split(",") if v.strip()]
-        if not vals:
+        if not vals and not (name in Spec.model_fields and _is_list(Spec.model_fields[name].annotation)):
             raise AttnlabError(f"--set {name}: no value given")
         parsed.append((name, vals))
     parsed.sort(key=lambda p: p[0] not in ("data.name", "model.name"))
@@ -334,31 +347,48 @@ def reproduce(
     if executor not in executors.EXECUTORS:
         raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(executors.EXECUTORS)}")
     spec = exp.spec(scale, sets, config)
-    cells = exp.cells(spec)
-    if not cells:
-        raise AttnlabError("spec: the grid is empty")
-    plan_check = grid.buckets(cells, exp.tags)  # classification errors before anything is written
-    for static in plan_check:
-        P.Composition.of(dict(static), exp.tags).check(dict(static))
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AttnlabError(f"--out {out}: exists and is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
     t0 = time.perf_counter()
-    store = Store(out)
-    schema = {}
-    for static in plan_check:
-        schema |= P.Composition.of(dict(static)).schema
-    store.check_compatible({"schema": schema, **versions()}, force=force)
-    trained = executors.run_cells(
-        cells, store, tags=exp.tags, memory_budget=spec.memory_budget_gb * 1e9, executor=executor, progress=progress
-    )
+    store, trained = None, 0
+
+    def checked(cells: list[dict]) -> dict:
+        """Classification errors before anything is written; returns the cells' schema."""
+        if not cells:
+            raise AttnlabError("spec: the grid is empty")
+        schema = {}
+        for static in grid.buckets(cells, exp.tags):
+            comp = P.Composition.of(dict(static), exp.tags)
+            comp.check(dict(static))
+            schema |= comp.schema
+        return schema
+
+    def run(cells: list[dict]) -> dict[str, np.ndarray]:
+        nonlocal store, trained
+        schema = checked(cells)
+        if store is None:
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
+            store = Store(out)
+            store.check_compatible({"schema": schema, **versions()}, force=force)
+        trained += executors.run_cells(
+            cells, store, tags=exp.tags, memory_budget=spec.memory_budget_gb * 1e9, executor=executor,
+            progress=progress,
+        )  # fmt: skip
+        ids = [grid.cell_id(c) for c in cells]
+        by_id = dict(zip(ids, cells, strict=True))
+        return table_columns(store.assemble(ids, describe=lambda i: describe(by_id[i], spec), write=False))
+
+    cells = exp.cells(spec, run)
+    checked(cells)
+    run(cells)
     ids = [grid.cell_id(c) for c in cells]
-    by_id = dict(zip(ids, cells, strict=True))
-    table = store.assemble(ids, describe=lambda i: describe(by_id[i], spec))
+    trained_table = store.assemble(ids, write=False)
+    table = exp.derive(trained_table, spec)
+    store.write_results(table)
     cols = table_columns(table)
     analysis = exp.analyse(cols, spec)
     figures = exp.figures(cols, spec, analysis, out)
@@ -370,7 +400,7 @@ def reproduce(
         "cells": len(cells),
         "cells_trained_now": trained,
         "runtime_s": round(runtime, 3),
-        "train_seconds_total": float(np.sum(cols["seconds"])),
+        "train_seconds_total": float(np.sum(trained_table.column("seconds").to_numpy())),
         "provenance": provenance(default_strategy(), dtype),
         "claims": [c.to_json() for c in analysis.claims],
     }

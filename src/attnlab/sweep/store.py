@@ -129,9 +129,9 @@ class Store:
         atomic_write_table(path, table)
         return path
 
-    def assemble(self, ids: list[str], describe: Callable[[str], str] | None = None) -> pa.Table:
+    def assemble(self, ids: list[str], describe: Callable[[str], str] | None = None, write: bool = True) -> pa.Table:
         """One row per requested id, in the order of ``ids``; written atomically to
-        DIR/results.parquet. A cell written twice (a chunk retrained after a crash between its
+        DIR/results.parquet (unless ``write`` is false). A cell written twice (a chunk retrained after a crash between its
         part landing and the next start) is taken from the first part by file name.
 
         Every requested id must be in some part: otherwise AttnlabError names up to five of the
@@ -156,8 +156,12 @@ class Store:
         missing = list(dict.fromkeys(i for i in ids if i not in found))
         if missing:
             raise AttnlabError(self._missing_message(missing, len(set(ids)), describe))
-        atomic_write_table(self.out / "results.parquet", table)
+        if write:
+            self.write_results(table)
         return table
+
+    def write_results(self, table: pa.Table) -> None:
+        atomic_write_table(self.out / "results.parquet", table)
 
     def _missing_message(self, missing: list[str], wanted: int, describe: Callable[[str], str] | None) -> str:
         shown = []

@@ -187,7 +187,9 @@ class Fig1(Experiment):
             summary["C claim"] = f"not judged: the paper's C was read off d = {spec.C_claim_d}, this run has d = {d}"
 
         # benign / harmful, held out: Ĉ from the even repeats, judged on the odd ones
-        fit_half = rep % 2 == 0 if spec.reps >= 2 else block % 2 == 0 if len(blocks) >= 2 else np.arange(len(N)) % 2 == 0
+        fit_half = (
+            rep % 2 == 0 if spec.reps >= 2 else block % 2 == 0 if len(blocks) >= 2 else np.arange(len(N)) % 2 == 0
+        )
         C_fit = theory.boundary_constant((logN + 2 * logS)[fit_half], success[fit_half], n_boot=0).value \
             if 0 < success[fit_half].sum() < fit_half.sum() else np.nan  # fmt: skip
         prod = N * snr**2
@@ -237,7 +239,9 @@ class Fig1(Experiment):
             ax.set_xlabel("SNR = ‖μ‖ / (σ_p √d)")
             ax.set_ylabel("N (training samples)")
             ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
-        c = {k: cols[k][0] for k in ("data.d", "data.M", "model.d_h", "model.d_v", "data.sigma_p", "data.sigma_tilde_p")}
+        c = {
+            k: cols[k][0] for k in ("data.d", "data.M", "model.d_h", "model.d_v", "data.sigma_p", "data.sigma_tilde_p")
+        }
         fig.suptitle(
             f"{self.id}: d = {c['data.d']}, M = {c['data.M']}, d_h = {c['model.d_h']}, d_v = {c['model.d_v']}, "
             f"σ_p = {c['data.sigma_p']:g}, σ̃_p = {c['data.sigma_tilde_p']:g}, {spec.reps} runs per cell"

@@ -177,6 +177,7 @@ class Fig3(Experiment):
                               stages.rule, stages.detail),
             ))  # fmt: skip
         return Analysis(claims=claims, summary=summary)
+
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
         fig, axes = plt.subplots(len(spec.regime), 5, figsize=(17, 3.3 * len(spec.regime)), squeeze=False,
                                  constrained_layout=True)  # fmt: skip

@@ -1,0 +1,168 @@
+"""The four li2023 phase diagrams: success rate over (α_*, N) for the ViT (Fig. 1) and the
+attention-free baseline (Fig. 2), over (τ, N) and over (σ, N) — all on
+:class:`attnlab.experiments.li2023.phase.Diagram` (critical N_c per column, its laws, the oracle
+floor, the learning rate tuned on separate validation runs first).
+
+Claims, fixed before any run (thresholds are Spec fields):
+  line        (α_* diagrams) the paper's straight line N_c = a + b·α_*^(−k) (k = 2 ViT, 4 baseline)
+              over the crossed columns: R² ≥ ``r2_min`` (0.9) and the interval of b above 0 pass;
+              R² < r2_min fails. R² is reported, not a test of the law's form: see exponent
+  exponent    (α_* diagrams) the free exponent p of N·α_*^p = C over every run: its interval lies
+              inside ``p_margin`` ([1.5, 2.5] ViT, [3, 5] baseline); fail if disjoint
+  likelihood  (α_* diagrams) the fit with p fixed at the paper's value beats the one at the other
+              value (2 vs 4) by ≥ ``min_log_ratio`` (2) in log-likelihood; fail if it loses by as much
+  iterations  (α_* diagrams) T to zero training hinge loss ∝ α_*^−r (controlling for log N) with
+              the interval of r inside ``iter_margin`` ([0.5, 1.5]; the theory says r = 1)
+  shift       (τ, σ diagrams) N_c grows with the column's variable: the interval of
+              d log N_c / dx lies above 0
+"""
+
+from __future__ import annotations
+
+from attnlab import rules
+from attnlab.experiments import li2023 as common
+from attnlab.experiments.base import Claim, merge, rounded
+from attnlab.experiments.li2023 import phase
+from attnlab.experiments.li2023.phase import Diagram, DiagramSpec
+
+TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]
+
+# α_* = n/L with distinct counts n_* = 5, 6, 7, 8, 10, 12 at L = 50: α_*⁻² from 6.9 to 100, a
+# 2.4-fold range in α_* (the paper's Fig. 1 grid spans 1.9-fold, its Fig. 2 grid 1.13-fold).
+ALPHA_CPU = [0.1, 0.12, 0.14, 0.16, 0.2, 0.24]
+N_CPU = [10, 20, 40, 80, 160, 320]
+SMOKE = dict(
+    data={"d": 24, "M": 6, "L": 12, "alpha_star": [0.25, 0.5], "N": [8, 32], "n_test": 50},
+    model={"m": 16, "m_a": 8, "m_b": 8}, train={"max_steps": 60}, reps=2, n_boot=20, tune_lr=[0.2, 0.5],
+    tune_reps=1, oracle_n=200,
+)  # fmt: skip
+
+
+class AlphaDiagram(Diagram):
+    axis = "data.alpha_star"
+
+    def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
+        k = self.power
+        line = phase.straight_line(cs, k)
+        law = phase.power_law(x, N, success, spec.n_boot, spec.seed)
+        summary["straight line"] = line
+        summary["power law"] = law
+        summary["α_* range"] = {"min": float(x.min()), "max": float(x.max()), "ratio": rounded(x.max() / x.min(), 3)}
+        claims = []
+        rule = f"R² ≥ {spec.r2_min:g} and the 95 % interval of b above 0; fail if R² < {spec.r2_min:g}"
+        if line["r2"] is None:
+            v = rules.Verdict(rules.INCONCLUSIVE, line, rule, f"{line['n_columns']} crossed column(s); needs ≥ 3")
+        else:
+            ok = line["r2"] >= spec.r2_min and (line["b_ci95"][0] or -1) > 0
+            v = rules.Verdict(rules.PASS if ok else rules.FAIL if line["r2"] < spec.r2_min else rules.INCONCLUSIVE,
+                              line, rule)  # fmt: skip
+        claims.append(
+            Claim.of("line", f"N_c is a straight line in α_*^−{k:g} (the paper's Fig. {1 if k == 2 else 2})", v)
+        )
+        claims.append(Claim.of(
+            "exponent", f"N_c ∝ α_*^−{self.favoured:g}: the free exponent p of N·α_*^p = C",
+            phase.exponent_verdict(law, self.favoured, 6 - self.favoured, spec.p_margin)))  # fmt: skip
+        claims.append(Claim.of(
+            "likelihood", f"p = {self.favoured:g} explains the runs better than p = {6 - self.favoured:g}",
+            phase.likelihood_verdict(law, self.favoured, spec.min_log_ratio)))  # fmt: skip
+        conv = cols["status"][g] == "converged"
+        it = phase.iterations(x[conv], N[conv], cols["stop_step"][g][conv], spec.n_boot, spec.seed)
+        summary["iterations: r of T ∝ α_*^−r"] = it.as_dict() | {"runs": int(conv.sum())}
+        claims.append(Claim.of(
+            "iterations", "iterations to zero training hinge loss grow like α_*⁻¹ (T ∝ α_*^−r, r = 1)",
+            rules.equivalence(it.value, it.lo, it.hi, spec.iter_margin, "r"),
+            f"{int(conv.sum())} runs reached zero training hinge loss"))  # fmt: skip
+        return claims
+
+
+class ShiftDiagram(Diagram):
+    def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
+        est = phase.shift(x, N, success, spec.n_boot, spec.seed)
+        summary[f"d log N_c / d{self.axis_name}"] = est.as_dict()
+        return [Claim.of("shift", f"N_c grows with {self.xlabel()}", phase.shift_verdict(est, self.axis_name))]
+
+
+class Fig1(AlphaDiagram):
+    id = "li2023-fig1"
+    title = "Li et al. 2023, Fig. 1: ViT success rate over (α_*⁻², N)"
+    description = __doc__
+    Spec = DiagramSpec
+    power, favoured = 2.0, 2.0
+    scales = {
+        "smoke": SMOKE,
+        "cpu": dict(data={"alpha_star": ALPHA_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR),
+        # the sheet's grid: α_*⁻² = 4 … 14, N = 40 … 400, 20 trials; L = 100 gives every column its own count
+        "paper": dict(data={"alpha_star": [round(x**-0.5, 6) for x in range(4, 15)], "N": list(range(40, 401, 40)),
+                            "L": 100}, reps=20, tune_lr=TUNE_LR),
+    }  # fmt: skip
+    assumptions = common.ASSUMPTIONS
+
+    def defaults(self):
+        return common.DEFAULTS
+
+
+class Fig2(AlphaDiagram):
+    id = "li2023-fig2"
+    title = "Li et al. 2023, Fig. 2: attention-free baseline success rate over (α_*⁻⁴, N)"
+    description = __doc__
+    Spec = DiagramSpec
+    power, favoured = 4.0, 4.0
+    scales = {
+        "smoke": SMOKE,
+        "cpu": dict(data={"alpha_star": ALPHA_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, p_margin=(3.0, 5.0)),
+        # the sheet's grid: α_*⁻⁴ = 120 … 200 (α_* 0.27 … 0.30), N = 80 … 800; L = 200 separates the counts
+        "paper": dict(data={"alpha_star": [round(x**-0.25, 6) for x in range(120, 201, 10)],
+                            "N": list(range(80, 801, 80)), "L": 200}, reps=20, tune_lr=TUNE_LR,
+                      p_margin=(3.0, 5.0)),
+    }  # fmt: skip
+    assumptions = common.ASSUMPTIONS + (
+        "The baseline is the ViT without W_Q, W_K: (1/|S|) Σ_l aᵀ ReLU(W_O W_V x_l), same width, init and recipe.",
+    )
+
+    def defaults(self):
+        model = {k: v for k, v in common.DEFAULTS["model"].items() if k != "m_b"} | {"name": "li2023-cnn"}
+        return common.DEFAULTS | {"model": model}
+
+
+class Noise(ShiftDiagram):
+    id = "li2023-noise"
+    title = "Li et al. 2023: ViT success rate over (τ, N)"
+    description = __doc__
+    Spec = DiagramSpec
+    axis = "data.tau"
+    scales = {
+        "smoke": SMOKE | {"data": SMOKE["data"] | {"alpha_star": 0.5, "tau": [0.1, 0.4]}},
+        "cpu": dict(data={"alpha_star": 0.16, "tau": [0.1, 0.15, 0.2, 0.25], "N": N_CPU}, reps=6, tune_lr=TUNE_LR),
+        "paper": dict(data={"alpha_star": 0.16, "tau": [0.05, 0.1, 0.15, 0.2, 0.25, 0.3],
+                            "N": list(range(40, 401, 40))}, reps=20, tune_lr=TUNE_LR),
+    }  # fmt: skip
+    assumptions = common.ASSUMPTIONS
+
+    def defaults(self):
+        return common.DEFAULTS
+
+
+class InitError(ShiftDiagram):
+    id = "li2023-init-error"
+    title = "Li et al. 2023: ViT success rate over (initial value error σ, N)"
+    description = __doc__
+    Spec = DiagramSpec
+    axis = "model.sigma"
+    scales = {
+        "smoke": SMOKE | {"model": {"init": "near_identity", "m": 16, "m_a": 0, "m_b": 0, "sigma": [0.1, 2.0]},
+                          "data": SMOKE["data"] | {"alpha_star": 0.5, "d": 6}},
+        "cpu": dict(data={"alpha_star": 0.16, "N": N_CPU}, model={"sigma": [0.1, 1.0, 2.0, 4.0]}, reps=6,
+                    tune_lr=TUNE_LR),
+        "paper": dict(data={"alpha_star": 0.16, "N": list(range(40, 401, 40))},
+                      model={"sigma": [0.1, 0.5, 1.0, 2.0, 3.0, 4.0]}, reps=20, tune_lr=TUNE_LR),
+    }  # fmt: skip
+    assumptions = common.ASSUMPTIONS + (
+        "σ and δ act only through the near-identity init (m_a = m_b = d): W_V = I + σG/√d, W_Q = W_K = I + δG/√d, "
+        "δ = 0.1 here (--set model.delta=… or run the δ axis with --set sigma=0.1 --set delta=…, see the docstring).",
+    )
+
+    def defaults(self):
+        return merge(common.DEFAULTS, {"model": {"init": "near_identity", "m_a": 0, "m_b": 0, "delta": 0.1}})
+
+
+EXPERIMENTS = (Fig1(), Fig2(), Noise(), InitError())

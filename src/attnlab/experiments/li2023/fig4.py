@@ -1,0 +1,200 @@
+"""li2023-fig4: token sparsification. Test loss of a trained ViT against the number k of tokens
+removed from every test sample (k = 0, 2, …, 20), one curve per strategy: the three oracles
+(label-irrelevant first, noisiest first, random) and the practical scorer (keep the tokens that
+receive the most attention). Removal acts through the token mask S at test time only: it is an
+evaluation of the trained model, so each trained cell gives one row per (strategy, k) with the
+columns ``strategy``, ``k_removed``, ``test_loss`` (the recipe's loss), ``test_hinge`` and
+``test_error``, all on the cell's own 1000 test samples.
+
+Regime: the default li2023 regime at α_* = 0.16 and N = 40, where the test loss before removal
+is not zero (the paper's is about 0.08), with the "noisy tokens" variant — 20 % of the tokens
+(at random positions, independent of their role) carry noise of std 0.4 instead of 0.2 — so that
+"noisiest first" has something to find (with equal noise levels every token's ‖z‖ is about
+τ√d ± 7 % and that oracle is random removal).
+
+Claims (paired over trained cells: Δ(k) = test loss after removing k tokens − before, at
+k = ``k_claim``; 95 % t intervals over cells):
+  irrelevant   removing label-irrelevant tokens lowers the test loss: interval of Δ below 0
+               (fail: above 0)
+  noisiest     removing the noisiest tokens lowers it: the same rule
+  random       random removal does not: Δ_random is not significantly below 0 (interval reaches 0)
+               and it lowers the loss less than irrelevant-first (the paired Δ_random −
+               Δ_irrelevant has its interval above 0); fail if Δ_random's interval lies below 0
+  attention    keeping the top tokens by received attention lowers the test loss (interval of Δ
+               below 0)
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+import pyarrow as pa
+from pydantic import Field, NonNegativeInt
+
+from attnlab import plots, rules
+from attnlab.experiments import li2023 as common
+from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded
+from attnlab.experiments.li2023 import sparsify
+from attnlab.problem import Composition
+from attnlab.sweep import grid
+from attnlab.train import stream
+
+
+class Spec(ExperimentSpec):
+    k_max: NonNegativeInt = Field(20, description="largest number of tokens removed")
+    k_step: int = Field(2, ge=1, description="step of k")
+    k_claim: NonNegativeInt = Field(20, description="k at which the claims are judged")
+
+
+def _removed(apply, loss_fn, params, X, y, key, ks):
+    """(loss, hinge, error) for every strategy (rows, in sparsify.STRATEGIES order) × k (columns);
+    NaN for the attention scorer when the model has no attention."""
+    _, aux = jax.vmap(lambda x: apply(params, x))(X)
+    n = y.shape[0]
+    out = []
+    for j, s in enumerate(sparsify.STRATEGIES):
+        attn = aux.get("attn") if s == "attention" else None
+        if s == "attention" and attn is None:
+            out.append(jnp.full((len(ks), 3), jnp.nan))
+            continue
+        keys = jax.random.split(jax.random.fold_in(key, j), n)
+        prio = jax.vmap(lambda x, k, a, s=s: sparsify.priority(x, s, k, a),
+                        in_axes=(0, 0, None if attn is None else 0))(X, keys, attn)  # fmt: skip
+
+        def at(k, prio=prio):
+            Xk = jax.vmap(lambda x, p: sparsify.remove(x, k, p))(X, prio)
+            f, _ = jax.vmap(lambda x: apply(params, x))(Xk)
+            return jnp.stack([loss_fn(f, y).mean(), jnp.maximum(0, 1 - y * f).mean(), (jnp.sign(f) != y).mean()])
+
+        out.append(jax.lax.map(at, ks))
+    return jnp.stack(out)  # (strategy, k, 3)
+
+
+class Fig4(Experiment):
+    id = "li2023-fig4"
+    title = "Li et al. 2023, Fig. 4: test loss vs tokens removed, per sparsification strategy"
+    description = __doc__
+    Spec = Spec
+    scales = {
+        "smoke": dict(
+            data={"d": 24, "M": 6, "L": 12, "alpha_star": 0.25, "N": 16, "n_test": 50},
+            model={"m": 16, "m_a": 8, "m_b": 8},
+            train={"max_steps": 40},
+            reps=3,
+            k_max=4,
+            k_claim=4,
+        ),  # fmt: skip
+        "cpu": dict(reps=12),
+        "paper": dict(reps=20),
+    }
+    assumptions = common.ASSUMPTIONS + (
+        "Noisy tokens: 20 % of the positions, chosen at random per sample, have noise std 0.4 (the rest 0.2).",
+        "Removal happens at test time on the trained model; ties in the oracles' priorities and the random strategy "
+        "use a key derived from the cell's key.",
+    )
+
+    def defaults(self):
+        return merge(common.DEFAULTS, {
+            "data": {"alpha_star": 0.16, "N": 40, "noisy_frac": 0.2, "noisy_tau": 0.4},
+            "train": {"save_params": True},
+        })  # fmt: skip
+
+    def derive(self, table: pa.Table, spec: Spec) -> pa.Table:
+        """One row per (trained cell, strategy, k): the cell's columns (without its parameters)
+        and strategy, k_removed, test_loss, test_hinge, test_error."""
+        ks = np.arange(0, spec.k_max + 1, spec.k_step)
+        rows = []
+        base = table.drop_columns([c for c in table.column_names if c in ("params_npz", "test_loss", "test_error")])
+        cells = base.to_pylist()
+        compiled = {}  # one program per bucket (static fields and N)
+        for i, cell in enumerate(cells):
+            fields = {k: v for k, v in cell.items() if k.startswith(("data.", "model.", "train.")) or k in
+                      ("seed", "block", "rep")}  # fmt: skip
+            comp = Composition.of(fields)
+            static = {k: v for k, v in fields.items() if comp.classify(k) == "static"}
+            pads = {f: fields[f] for f in comp.size_fields()}
+            sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
+            if sig not in compiled:
+                problem = comp.problem(static, pads)
+                fn = jax.jit(lambda p, X, y, key, pr=problem: _removed(pr.apply, pr.loss.fn, p, X, y, key, ks))
+                compiled[sig] = (problem, fn, jax.jit(problem.make_data))
+            problem, fn, make = compiled[sig]
+            v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [fields]).items()}
+            data = make(v["key"], v, comp.shared(static))
+            params = dict(np.load(io.BytesIO(table.column("params_npz")[i].as_py())))
+            with jax.enable_x64(static.get("train.dtype") == "float64"):
+                res = np.asarray(fn(params, data["X_test"], data["y_test"], stream(v["key"], "val")))
+            for j, s in enumerate(sparsify.STRATEGIES):
+                for m, k in enumerate(ks):
+                    rows.append(cell | {"strategy": s, "k_removed": int(k), "test_loss": float(res[j, m, 0]),
+                                        "test_hinge": float(res[j, m, 1]), "test_error": float(res[j, m, 2])})  # fmt: skip
+        return pa.Table.from_pylist(rows)
+
+    def analyse(self, cols, spec: Spec) -> Analysis:
+        ids, strat, k, loss = cols["id"], cols["strategy"], cols["k_removed"], cols["test_loss"]
+        kc = min(spec.k_claim, int(k.max()))
+        cells = np.unique(ids)
+
+        def delta(s):
+            """Δ(k_claim) per cell for strategy s."""
+            at = lambda kk: np.array([loss[(ids == c) & (strat == s) & (k == kk)][0] for c in cells])
+            return at(kc) - at(0)
+
+        d = {s: delta(s) for s in sparsify.STRATEGIES}
+        summary = {"cells": len(cells), "k_claim": kc,
+                   "test loss before removal": _stat(np.array([loss[(ids == c) & (k == 0)][0] for c in cells])),
+                   "test error before removal": rounded(np.mean(cols["test_error"][k == 0]), 5)} | {
+            f"Δ test loss at k={kc}: {s}": _stat(v) for s, v in d.items()}  # fmt: skip
+        claims = []
+        for s, words in (("irrelevant", "removing label-irrelevant tokens first"),
+                         ("noisiest", "removing the noisiest tokens first"),
+                         ("attention", "keeping the tokens that receive the most attention")):  # fmt: skip
+            claims.append(Claim.of(s, f"{words} lowers the test loss (k = {kc})", _below_zero(d[s], f"Δ {s}")))
+        m, lo, hi, _ = rules.t_interval(d["random"])
+        pm, plo, phi, _ = rules.t_interval(d["random"] - d["irrelevant"])
+        rule = ("95 % t interval of Δ_random reaches 0 and that of Δ_random − Δ_irrelevant lies above 0; "
+                "fail if Δ_random's interval lies below 0")  # fmt: skip
+        outcome = (rules.FAIL if hi < 0 else rules.PASS if hi >= 0 and plo > 0 else rules.INCONCLUSIVE) \
+            if np.isfinite(hi) and np.isfinite(plo) else rules.INCONCLUSIVE  # fmt: skip
+        measured = {"delta_random": rounded(m), "ci95": [rounded(lo), rounded(hi)],
+                    "random_minus_irrelevant": rounded(pm), "ci95_paired": [rounded(plo), rounded(phi)]}  # fmt: skip
+        claims.append(Claim.of("random", f"random removal does not lower the test loss (k = {kc})",
+                               rules.Verdict(outcome, measured, rule)))  # fmt: skip
+        return Analysis(claims=claims, summary=summary)
+
+    def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+        ks = np.unique(cols["k_removed"])
+        for s in sparsify.STRATEGIES:
+            for ax, name in zip(axes, ("test_loss", "test_error"), strict=True):
+                runs = np.array([[cols[name][(cols["id"] == c) & (cols["strategy"] == s) & (cols["k_removed"] == k)][0]
+                                  for k in ks] for c in np.unique(cols["id"])])  # fmt: skip
+                plots.band(ax, ks, runs, label={"attention": "attention top-k (practical)"}.get(s, f"{s} first"))
+        for ax, name in zip(axes, ("test loss (logistic)", "test error"), strict=True):
+            ax.set_xlabel("tokens removed from each test sample")
+            ax.set_ylabel(name)
+            ax.legend(fontsize=7)
+        axes[0].set_title(f"{self.title.split(':')[0]}: mean ± std over {len(np.unique(cols['id']))} trained ViTs")
+        return plots.save(fig, out, "fig4_sparsification")
+
+
+def _stat(v: np.ndarray) -> dict:
+    m, lo, hi, sd = rules.t_interval(v)
+    return {"mean": rounded(m, 5), "ci95": [rounded(lo, 5), rounded(hi, 5)], "sd": rounded(sd, 5)}
+
+
+def _below_zero(v: np.ndarray, name: str) -> rules.Verdict:
+    m, lo, hi, _ = rules.t_interval(v)
+    rule = f"95 % t interval over trained cells of {name} lies below 0; fail if it lies above 0"
+    measured = {"mean": rounded(m), "ci95": [rounded(lo), rounded(hi)], "cells": len(v)}
+    if not np.isfinite(hi):
+        return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "needs ≥ 2 cells")
+    return rules.Verdict(rules.PASS if hi < 0 else rules.FAIL if lo > 0 else rules.INCONCLUSIVE, measured, rule)
+
+
+EXPERIMENT = Fig4()
