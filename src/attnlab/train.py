@@ -53,7 +53,7 @@ CONVERGED, CAP, DIVERGED = 0, 1, 2
 STATUS_NAMES = {CONVERGED: "converged", CAP: "cap", DIVERGED: "diverged"}
 
 # Fixed ids of the random streams derived from a cell's key: never renumber, only add.
-STREAMS = {"data": 0, "test": 1, "init": 2, "batch": 3, "val": 4}
+STREAMS = {"data": 0, "test": 1, "init": 2, "batch": 3, "val": 4, "sparsify": 5}
 
 
 def stream(key, name: str):

@@ -48,6 +48,12 @@ Variants (the sheet's (a) and (b)):
   spurious = 0 this is the plain model (continuous in ``spurious``), and μ₃ still occurs
   (at rate 1/(M−2)) in both classes: the indicator is the *extra* rate in class +1.
 
+Token sparsification at training time (``sparsify``, ``sparsify_k``): every training sample
+loses k tokens from its mask S, chosen by one of the oracles of :mod:`attnlab.data.sparsify`
+(label-irrelevant first, noisiest first, random), from the cell's ``sparsify`` stream; with
+``sparsify_test`` the test samples too. (The attention scorer needs a trained model: it acts at
+test time only, in li2023-fig4.)
+
 Each sample is a pytree of per-token arrays::
 
     {"tokens": (L, d), "mask": (L,) bool (all True: the token set S, sparsification sets it),
@@ -233,6 +239,11 @@ class Spec(PartSpec):
     counts: Literal["fixed", "binomial"] = Field(
         "fixed", description="token roles: exact counts [α·L] or independent per token"
     )
+    sparsify: Literal["none", "irrelevant", "noisiest", "random"] = Field(
+        "none", description="token removal at training time (attnlab.data.sparsify): which tokens go first"
+    )
+    sparsify_k: int = Field(0, ge=0, description="tokens removed from every training sample (sparsify)")
+    sparsify_test: bool = Field(False, description="remove the same way from the test samples too")
     N: PositiveInt = Field(100, description="training samples N (sample i has y = +1 for even i)")
     n_test: PositiveInt = Field(1000, description="fresh test samples")
 
@@ -259,21 +270,41 @@ class Spec(PartSpec):
                 f"data.alpha_star: with counts = 'fixed', [α_*·L] = {n_tokens(a, self.L)} relevant tokens must "
                 f"exceed [α_#·L] = {n_tokens(h, self.L)} confusion tokens (the label is the majority vote)"
             )
+        if self.sparsify_k > self.L - 1:
+            raise ValueError(f"data.sparsify_k: removing {self.sparsify_k} of L = {self.L} tokens leaves none")
+        if self.sparsify_k and self.sparsify == "none":
+            raise ValueError("data.sparsify_k: set data.sparsify to the strategy that picks the tokens")
         if self.spurious > 0 and self.M < 4:
             raise ValueError(f"data.spurious: a spurious pattern μ₃ needs M ≥ 4 (another irrelevant pattern), got M = {self.M}")  # fmt: skip
         return self
 
 
-STATIC = ("M", "d", "L", "noise", "counts", "n_test")
-BATCHED = ("alpha_star", "alpha_hash", "kappa", "tau", "noisy_frac", "noisy_tau", "spurious", "N")
+STATIC = ("M", "d", "L", "noise", "counts", "n_test", "sparsify", "sparsify_test")
+BATCHED = ("alpha_star", "alpha_hash", "kappa", "tau", "noisy_frac", "noisy_tau", "spurious", "sparsify_k", "N")
+
+
+def _sparsified(X, strategy, k, key):
+    """X with k tokens of every sample removed from its mask by ``strategy`` (one key per sample)."""
+    from attnlab.data import sparsify  # it reads this module's token roles
+
+    keys = jax.random.split(key, X["mask"].shape[0])
+    return jax.vmap(lambda x, kk: sparsify.remove(x, k, sparsify.priority(x, strategy, kk)))(X, keys)
 
 
 def make(key, v, s, pads, shared, dtype):
-    """Training set (padded to ``pads['N']``, first v['N'] real) and test set of one cell."""
-    kw = {k: v[k] for k in BATCHED if k != "N"} | {k: s[k] for k in ("M", "d", "L", "noise", "counts")}
+    """Training set (padded to ``pads['N']``, first v['N'] real) and test set of one cell; with
+    ``sparsify`` the training samples (and with ``sparsify_test`` the test samples) lose
+    ``sparsify_k`` tokens each, chosen from the cell's ``sparsify`` stream."""
+    kw = {k: v[k] for k in BATCHED if k not in ("N", "sparsify_k")} | {
+        k: s[k] for k in ("M", "d", "L", "noise", "counts")}  # fmt: skip
     n_pad = pads["N"]
     X, y = dataset(stream(key, "data"), n_pad, train=True, dtype=dtype, **kw)
     X_test, y_test = dataset(stream(key, "test"), s["n_test"], train=False, dtype=dtype, **kw)
+    if s["sparsify"] != "none":
+        k_sp = stream(key, "sparsify")
+        X = _sparsified(X, s["sparsify"], v["sparsify_k"], jax.random.fold_in(k_sp, 0))
+        if s["sparsify_test"]:
+            X_test = _sparsified(X_test, s["sparsify"], v["sparsify_k"], jax.random.fold_in(k_sp, 1))
     return {"X": X, "y": y, "mask": jnp.arange(n_pad) < v["N"], "X_test": X_test, "y_test": y_test}
 
 
@@ -284,7 +315,7 @@ def _footprint(s, pads):
 
 PART = DataModel(
     name="li2023",
-    version=1,
+    version=2,
     Spec=Spec,
     static=STATIC,
     batched=BATCHED,

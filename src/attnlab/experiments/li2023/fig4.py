@@ -37,9 +37,9 @@ import pyarrow as pa
 from pydantic import Field, NonNegativeInt
 
 from attnlab import plots, rules
+from attnlab.data import sparsify
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded
-from attnlab.experiments.li2023 import sparsify
 from attnlab.problem import Composition
 from attnlab.sweep import grid
 from attnlab.train import stream

@@ -5,9 +5,10 @@ Success of a run = zero classification error on its fresh test set (the paper's 
 
 Critical sample size. In each column (one x), P(success | N) = σ(β₀ + β₁ log N) is fitted to the
 column's runs; N_c = exp(−β₀/β₁) is where it crosses 1/2. Its 95 % interval is the percentile
-bootstrap over the column's runs. A column whose runs all succeed has N_c below the grid, one
-whose runs all fail above it, one with β₁ ≤ 0 no increasing boundary: such columns are censored
-(shown, never fitted).
+bootstrap over the column's runs. A column whose runs all succeed, or whose crossing is fitted
+below the grid's smallest N, has N_c below the grid; all failing, or a crossing beyond the
+largest N, above it; β₁ ≤ 0 means no increasing boundary. Such columns are censored (shown,
+never fitted, never extrapolated).
 
 Laws of N_c (α_* columns):
   straight line   N_c = a + b·α_*^(−k) over the crossed columns (k = 2 for the ViT, 4 for the
@@ -62,6 +63,7 @@ class Column:
 
 
 def _crossing(logN: np.ndarray, s: np.ndarray) -> float:
+    """exp(−β₀/β₁) of σ(β₀ + β₁ log N); NaN without both outcomes or with β₁ ≤ 0."""
     if s.all() or not s.any():
         return np.nan
     b, _ = theory.logistic_fit(np.column_stack([np.ones_like(logN), logN]), s)
@@ -69,11 +71,18 @@ def _crossing(logN: np.ndarray, s: np.ndarray) -> float:
 
 
 def column(x: float, N: np.ndarray, success: np.ndarray, n_boot: int, rng: np.random.Generator) -> Column:
-    """N_c of one column from its runs (N, success)."""
+    """N_c of one column from its runs (N, success). A crossing fitted outside the grid's N range
+    is censored (below / above grid), never extrapolated."""
     logN, s = np.log(N.astype(float)), success.astype(float)
     rate = {int(n): rounded(s[N == n].mean(), 3) for n in np.unique(N)}
     value = _crossing(logN, s)
-    status = BELOW if s.all() else ABOVE if not s.any() else CROSSED if np.isfinite(value) else FLAT
+    if s.all() or (np.isfinite(value) and value < N.min()):
+        status = BELOW
+    elif not s.any() or (np.isfinite(value) and value > N.max()):
+        status = ABOVE
+    else:
+        status = CROSSED if np.isfinite(value) else FLAT
+    value = value if status == CROSSED else np.nan
     boots = np.array([_crossing(logN[i], s[i]) for i in (rng.integers(0, len(s), len(s)) for _ in range(n_boot))])
     finite = boots[np.isfinite(boots)]
     lo, hi = np.percentile(finite, [2.5, 97.5]) if status == CROSSED and len(finite) >= n_boot // 2 else (np.nan,) * 2
