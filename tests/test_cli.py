@@ -42,7 +42,52 @@ def test_list_prints_every_experiment():
     assert "jiang2024-fig1" in r.output and "jiang2024-fig3" in r.output
 
 
-@pytest.mark.parametrize("exp", ["jiang2024-fig1", "jiang2024-fig3"])
+SMOKE_IDS = ["jiang2024-fig1", "jiang2024-fig3", "li2023-fig1", "li2023-fig3", "li2023-fig4"]
+
+
+def check_results_table(exp, table, v):
+    """The experiment's own rows and columns in results.parquet."""
+    spec = get(exp).spec("smoke")
+    names = set(table.column_names)
+    assert {"id", "data.N", "train.lr", "test_loss", "test_error", "status"} <= names
+    if exp.startswith("jiang2024"):
+        assert table.num_rows == v["cells"]
+        assert {"data.mu", "model.d_h"} <= names
+    if exp == "jiang2024-fig3":
+        assert set(table.column("regime").to_pylist()) == {"harmful", "benign"}
+        assert {"trace_attn_weak_max_mean", "trace_qk_strong_strong", "trace_V_signal"} <= names
+    if exp == "li2023-fig1":  # the lr tuning stage, then the grid at the chosen lr: one row per trained cell
+        n_tune = len(spec.tune_lr) * spec.tune_reps
+        n_grid = len(spec.data["alpha_star"]) * len(spec.data["N"]) * spec.reps
+        assert table.num_rows == v["cells"] == n_tune + n_grid
+        t = table.to_pydict()
+        tune = [i for i, s in enumerate(t["stage"]) if s == "tune"]
+        grid = [i for i, s in enumerate(t["stage"]) if s == "grid"]
+        assert len(tune) == n_tune and len(grid) == n_grid
+        assert sorted(t["train.lr"][i] for i in tune) == sorted(spec.tune_lr)
+        (chosen,) = {t["train.lr"][i] for i in grid}
+        assert chosen in spec.tune_lr
+        assert {"data.alpha_star", "data.alpha_hash", "model.m_b", "train.stop_on"} <= names
+        assert set(t["train.stop_on"]) == {"hinge"}
+        assert [c["id"] for c in v["claims"]] == ["line", "exponent", "likelihood", "iterations"]
+    if exp == "li2023-fig3":
+        assert table.num_rows == v["cells"] == spec.reps
+        assert {"trace_step", "trace_attn_relevant", "trace_attn_entropy", "train.lr_mult.QK"} <= names
+        steps = table.column("trace_step").to_pylist()
+        assert all(len(a) == len(steps[0]) for a in table.column("trace_attn_relevant").to_pylist())
+    if exp == "li2023-fig4":  # derived rows: one per (trained cell, strategy, k)
+        ks = list(range(0, spec.k_max + 1, spec.k_step))
+        assert table.num_rows == v["cells"] * 4 * len(ks)
+        assert {"strategy", "k_removed", "test_loss", "test_hinge", "test_error"} <= names
+        assert "params_npz" not in names
+        t = table.to_pydict()
+        keys = list(zip(t["id"], t["strategy"], t["k_removed"], strict=True))
+        assert len(set(keys)) == len(keys) and len(set(t["id"])) == v["cells"]
+        assert set(t["strategy"]) == {"irrelevant", "noisiest", "random", "attention"}
+        assert sorted(set(t["k_removed"])) == ks
+
+
+@pytest.mark.parametrize("exp", SMOKE_IDS)
 def test_reproduce_smoke_writes_the_contract_files(tmp_path, exp):
     out = tmp_path / "res"
     r = reproduce(out, exp=exp)
@@ -60,12 +105,8 @@ def test_reproduce_smoke_writes_the_contract_files(tmp_path, exp):
         assert c["outcome"] in {"pass", "fail", "inconclusive"}
         assert c["pass"] is (c["outcome"] == "pass")
     table = pq.read_table(out / "results.parquet")
-    assert table.num_rows == v["cells"]
     assert set(table.column("status").to_pylist()) <= {"converged", "cap", "diverged"}
-    assert {"data.N", "data.mu", "model.d_h", "train.lr", "test_loss"} <= set(table.column_names)
-    if exp == "jiang2024-fig3":
-        assert set(table.column("regime").to_pylist()) == {"harmful", "benign"}
-        assert {"trace_attn_weak_max_mean", "trace_qk_strong_strong", "trace_V_signal"} <= set(table.column_names)
+    check_results_table(exp, table, v)
     report = (out / "report.html").read_text()
     assert exp in report and "claims pass" in report
 
@@ -74,6 +115,26 @@ def test_reproduce_smoke_writes_the_contract_files(tmp_path, exp):
     assert r2.exit_code == 0, r2.output
     assert verdict_of(out)["cells_trained_now"] == 0
     assert pq.read_table(out / "results.parquet").equals(table)
+
+
+def test_li2023_fig1_with_an_empty_tune_lr_runs_the_grid_only(tmp_path):
+    out = tmp_path / "res"
+    r = reproduce(out, "--set", "tune_lr=", exp="li2023-fig1")
+    assert r.exit_code == 0, r.output
+    spec = json.loads((out / "spec.json").read_text())
+    assert spec["tune_lr"] == []
+    t = pq.read_table(out / "results.parquet").to_pydict()
+    assert set(t["stage"]) == {"grid"} and len(t["id"]) == verdict_of(out)["cells"] == 8
+    assert set(t["train.lr"]) == {get("li2023-fig1").spec("smoke").train["lr"]}  # the recipe's lr, untuned
+    assert "lr tuning (validation runs)" not in (out / "report.html").read_text()
+
+
+def test_li2023_bad_grid_value_is_caught_before_the_tune_stage_runs(tmp_path):
+    out = tmp_path / "res"
+    r = reproduce(out, "--set", "alpha_star=0.5,0.02", exp="li2023-fig1")  # [0.02·12] = 0 relevant tokens
+    assert r.exit_code == 2, r.output
+    assert "data.alpha_star: with counts = 'fixed', [α_*·L] = 0 relevant tokens" in r.output
+    assert not out.exists()
 
 
 def test_set_overrides_axes_and_fields(tmp_path):
@@ -146,6 +207,14 @@ def test_an_ambiguous_short_name_is_an_error(tmp_path, monkeypatch):
         (["reproduce", "jiang2024-fig1", "--set", "model.name=a,b"], "--set model.name: takes one value"),
         (["reproduce", "jiang2024-fig1", "--set", "optimizer=lbfgs"], "train.optimizer: Input should be 'gd'"),
         (["reproduce", "jiang2024-fig1", "--set", "d_h=0"], "model.d_h: Input should be greater than 0"),
+        (["reproduce", "li2023-fig1", "--set", "alpha_hash=0.6"], "invalid spec: data: data.alpha"),
+        (["reproduce", "li2023-fig1", "--set", "alpha_star=0.5", "--set", "alpha_hash=0.6"],
+         "data.alpha_hash: α_* + α_# = 0.5 + 0.6 exceeds 1"),
+        (["reproduce", "li2023-fig1", "--set", "alpha_star=0.3", "--set", "alpha_hash=0.4"],
+         "data.alpha_star: α_* = 0.3 must exceed α_# = 0.4"),
+        (["reproduce", "li2023-fig1", "--set", "tune_lr=0.1,-1"], "tune_lr.1: Input should be greater than 0"),
+        (["reproduce", "li2023-fig1", "--set", "d=4"], "data.d: the M = 6 patterns are orthogonal"),
+        (["reproduce", "li2023-fig4", "--set", "stop_on=margin"], "train.stop_on: Input should be 'loss'"),
     ],
 )  # fmt: skip
 def test_bad_input_gives_one_clear_error(tmp_path, args, needle):

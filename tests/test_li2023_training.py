@@ -118,3 +118,63 @@ def test_jiang2024_model_honours_a_token_mask():
     f_sub, _ = jm.apply(params, X[keep], hp)  # the same as the model on the kept tokens alone
     assert float(f_keep) == pytest.approx(float(f_sub), rel=1e-5)
     assert np.allclose(aux["a_bar"][~np.asarray(keep)], 0)
+
+
+# ---------------------------------------------------------------- the stop quantity (train.stop_on)
+
+
+def _hand_margins(cell, params):
+    """y·f over the cell's N training samples, recomputed eagerly with the ViT's own forward pass
+    (attnlab.models.li2023.apply) on the training set its data model draws (no padding)."""
+    from tests.helpers import bucket_of
+
+    from attnlab.models import li2023 as lm
+    from attnlab.sweep import grid
+
+    comp, static, _ = bucket_of([cell])
+    fields = {k.split(".", 1)[1]: x for k, x in cell.items() if k.startswith("model.") and k != "model.name"}
+    hp = lm.Hparams(L=cell["data.L"], d=cell["data.d"], **fields)
+    with jax.enable_x64(True):
+        v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [cell]).items()}
+        data = comp.problem(static, {"data.N": cell["data.N"]}).make_data(v["key"], v, None)
+        params = {k: jnp.asarray(x) for k, x in params.items()}
+        f, _ = jax.vmap(lambda x: lm.apply(params, x, hp))(data["X"])
+        return np.asarray(data["y"] * f)
+
+
+def test_logistic_run_stopped_at_zero_training_hinge_equals_reference():
+    """logistic loss, stop_on = hinge, b = 4 < N, stop_every = 2: the vectorised path equals the
+    reference; a converged cell stopped at a judged step with every training margin ≥ 1 (recomputed
+    by hand from its saved parameters) while its logistic training loss is far above the threshold,
+    so the rule judged the hinge loss, not the training loss."""
+    from attnlab.train import CONVERGED
+
+    cells = li_cells("li2023-vit", loss="logistic", stop_on="hinge", save_params=True, lr=1.0, max_steps=40)
+    out = run_bucket(cells, strategy="sequential")
+    converged = 0
+    for i, c in enumerate(cells):
+        ref = run_reference(c)
+        assert_same(cell_of(out, i), ref)
+        m = ref["metrics"]
+        if m["status"] != CONVERGED:
+            continue
+        converged += 1
+        assert m["stop_step"] % 2 == 0 or m["stop_step"] == 40
+        margins = _hand_margins(c, ref["params"])
+        assert len(margins) == c["data.N"]
+        assert np.mean(np.maximum(0.0, 1.0 - margins)) < 1e-9
+        assert margins.min() >= 1 - c["data.N"] * 1e-9  # mean hinge < 1e-9: every margin within N·1e-9 of 1
+        assert m["train_loss"] > 1e-3 and m["train_error"] == 0  # logistic loss: far from its own threshold
+    assert converged >= 1, out["metrics"]
+
+
+def test_stop_on_error_stops_at_zero_training_error():
+    from attnlab.train import CONVERGED
+
+    cells = li_cells("li2023-vit", loss="logistic", stop_on="error", lr=1.0, max_steps=40)
+    out = run_bucket(cells, strategy="sequential")
+    m = out["metrics"]
+    assert np.all(m["status"] == CONVERGED), m
+    assert np.all(m["train_error"] == 0) and np.all(m["stop_step"] % 2 == 0)
+    assert np.all(m["train_loss"] > 0.1)  # stopped as soon as every sign is right, long before the loss is small
+    assert_same(cell_of(out, 0), run_reference(cells[0]))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnlab.data import li2023 as ldata
-from attnlab.experiments.li2023 import sparsify
+from attnlab.data import sparsify
 from attnlab.models import li2023 as lm
 
 KW = dict(alpha_star=0.4, alpha_hash=0.1, tau=0.5, M=6, d=8, L=20, noise="gaussian")

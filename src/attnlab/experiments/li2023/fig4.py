@@ -129,6 +129,7 @@ class Fig4(Experiment):
             params = dict(np.load(io.BytesIO(table.column("params_npz")[i].as_py())))
             with jax.enable_x64(static.get("train.dtype") == "float64"):
                 res = np.asarray(fn(params, data["X_test"], data["y_test"], stream(v["key"], "val")))
+            cell["train_strategy"] = cell.pop("strategy")  # provenance; "strategy" names the removal here
             for j, s in enumerate(sparsify.STRATEGIES):
                 for m, k in enumerate(ks):
                     rows.append(cell | {"strategy": s, "k_removed": int(k), "test_loss": float(res[j, m, 0]),

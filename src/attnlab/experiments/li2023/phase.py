@@ -194,14 +194,14 @@ _FIELDS = ("alpha_star", "alpha_hash", "tau", "M", "d", "L", "kappa", "noise", "
 
 
 def oracle_floor(data: dict, axis: str, xs, n: int = 4000, seed: int = 0) -> list[float]:
-    """Error of the oracle per-token rule on ``n`` fresh test-set samples of each column
-    (data: the data part's fields; axis: the column's field)."""
+    """Error of the oracle per-token rule on ``n`` fresh test-set samples of each column. ``data``:
+    the spec's data fields (grid axes other than ``axis`` are left at their defaults; α_# left
+    unset follows each column's α_*/6); ``axis``: the column's data field, or None when the
+    columns are not a data field (the same floor for every column)."""
+    base = {k: v for k, v in data.items() if k not in ("name", "N") and not isinstance(v, list)}
     out = []
     for x in xs:
-        fields = ldata.Spec(**{k: v for k, v in data.items() if k != "name" and not isinstance(v, list)}
-                            | {axis: float(x)}).model_dump()  # fmt: skip
-        if axis == "alpha_star" and "alpha_hash" not in data:
-            fields["alpha_hash"] = float(x) / 6
+        fields = ldata.Spec(**base | ({axis: float(x)} if axis else {})).model_dump()
         X, y = ldata.dataset(jax.random.PRNGKey(seed), n, train=False, **{k: fields[k] for k in _FIELDS})
         out.append(float(ldata.oracle_error(X, y, M=fields["M"], kappa=fields["kappa"])))
     return out
@@ -250,7 +250,7 @@ class Diagram(Experiment):
     def _tune_cells(self, spec) -> list[dict]:
         kind, name = self.axis.split(".", 1)
         grid = getattr(spec, kind)[name]
-        mid = lambda v: sorted(v)[len(v) // 2] if isinstance(v, list) else v
+        mid = lambda v: sorted(v, key=float)[len(v) // 2] if isinstance(v, list) else v
         x = spec.tune_x if spec.tune_x is not None else mid(grid)
         n = spec.tune_N if spec.tune_N is not None else mid(spec.data["N"])
         tune = spec.model_copy(update={
@@ -260,12 +260,12 @@ class Diagram(Experiment):
         return expand(tune, [({"stage": "tune"}, {})])
 
     def cells(self, spec, run=None) -> list[dict]:
-        lr, tune = spec.train.get("lr"), []
-        if spec.tune_lr and run is not None:
-            tune = self._tune_cells(spec)
-            lr = choose_lr(run(tune), self.axis)["chosen"]
-        grid = spec.model_copy(update={"train": spec.train | ({"lr": lr} if lr is not None else {})})
-        return tune + expand(grid, [({"stage": "grid"}, {})])
+        grid = expand(spec, [({"stage": "grid"}, {})])  # validated before any tuning run is written
+        if not (spec.tune_lr and run is not None):
+            return grid
+        tune = self._tune_cells(spec)
+        lr = choose_lr(run(tune), self.axis)["chosen"]
+        return tune + [c | {"train.lr": lr} for c in grid]
 
     # ------------------------------------------------------------ analysis
 
@@ -281,13 +281,9 @@ class Diagram(Experiment):
         summary["columns"] = [c.as_dict() for c in cs]
         summary["mean test error per column"] = {rounded(v, 6): rounded(cols["test_error"][g][x == v].mean(), 5)
                                                  for v in np.unique(x)}  # fmt: skip
-        summary["oracle error per column"] = dict(zip(
-            (rounded(v, 6) for v in np.unique(x)),
-            (rounded(e, 5) for e in oracle_floor(_data_fields(cols, g), self.axis_name, np.unique(x), spec.oracle_n)
-             ) if self.axis.startswith("data.") else oracle_floor(_data_fields(cols, g), "tau",
-                                                                  [cols["data.tau"][g][0]] * len(np.unique(x)),
-                                                                  spec.oracle_n),
-            strict=True))  # fmt: skip
+        axis = self.axis_name if self.axis.startswith("data.") else None
+        floor = oracle_floor(spec.data, axis, np.unique(x), spec.oracle_n)
+        summary["oracle error per column"] = {rounded(v, 6): rounded(e, 5) for v, e in zip(np.unique(x), floor)}
         claims = self._claims(cols, g, x, N, success, cs, spec, summary)
         return Analysis(claims=claims, summary=summary)
 
@@ -367,12 +363,6 @@ class Diagram(Experiment):
             ax.set_title("lr tuned on validation runs")
             ax.legend(fontsize=7)
         return plots.save(fig, out, self.id.replace("li2023-", "") + "_diagram")
-
-
-def _data_fields(cols, g) -> dict:
-    i = int(np.flatnonzero(g)[0])
-    return {k.split(".", 1)[1]: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()
-            if k.startswith("data.") and k != "data.name" and v[i] is not None}  # fmt: skip
 
 
 def choose_lr(cols, axis: str) -> dict:

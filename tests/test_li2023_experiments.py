@@ -1,0 +1,424 @@
+"""The li2023 experiments' analysis on synthetic result columns: the phase-diagram estimators
+(N_c per column, its straight line, the power law, the shift of the boundary, the iteration
+count), the learning-rate choice, and the claims of Fig. 1, Fig. 3 and Fig. 4. Each claim passes
+on data shaped like the theory and fails on data made to break it (none passes by construction)."""
+
+import numpy as np
+import pytest
+
+from attnlab import rules
+from attnlab.experiments import get
+from attnlab.experiments.li2023 import phase
+from attnlab.experiments.li2023.fig3 import decay_exponent
+
+STRATEGIES = ("irrelevant", "noisiest", "random", "attention")  # Fig. 4's removal strategies
+
+ALPHA = np.array([0.12, 0.14, 0.16, 0.18, 0.2, 0.24])
+N_GRID = np.unique(np.round(np.geomspace(4, 4000, 16)).astype(int))  # 4 … 4000: both boundaries inside
+LAWS = {2: 1.0, 4: 0.1}  # p -> C of the boundary N·α^p = C (N_c 17 … 69 for p = 2, 30 … 482 for p = 4)
+N_BOOT = 100
+
+
+def phase_grid(p, C, alpha=ALPHA, N=N_GRID, reps=8, noise=0.2, seed=0):
+    """(α, N, success) of every run: success iff log N + p·log α + noise > log C."""
+    rng = np.random.default_rng(seed)
+    a, n = (np.repeat(g.ravel(), reps) for g in np.meshgrid(np.asarray(alpha, float), N, indexing="ij"))
+    return a, n, np.log(n) + p * np.log(a) + noise * rng.standard_normal(len(a)) > np.log(C)
+
+
+def outcomes(claims):
+    return {c.id: c.outcome for c in claims}
+
+
+# ---------------------------------------------------------------- phase estimators
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_columns_recover_the_critical_sample_size(p):
+    C = LAWS[p]
+    a, n, s = phase_grid(p, C)
+    cs = phase.columns(a, n, s, N_BOOT, seed=0)
+    assert [c.x for c in cs] == list(ALPHA)
+    inside = 0
+    for c in cs:
+        truth = C * c.x**-p
+        assert c.status == phase.CROSSED
+        assert c.value == pytest.approx(truth, rel=0.2), (c.x, c.value, truth)
+        assert c.lo < c.value < c.hi and len(c.boots) == N_BOOT
+        inside += c.lo <= truth <= c.hi
+        assert set(c.rate) == set(N_GRID.tolist()) and c.rate[int(N_GRID[0])] == 0 and c.rate[int(N_GRID[-1])] == 1
+    assert inside >= len(cs) - 1  # the 95 % intervals cover the truth (allow one miss)
+
+
+def test_columns_censor_columns_without_a_crossing():
+    a, n, s = phase_grid(2, 1.0, alpha=[0.16, 0.9, 0.01])  # N_c = 39, 1.2 (below the grid), 10⁴ (above)
+    by_x = {c.x: c for c in phase.columns(a, n, s, 50, seed=0)}
+    assert by_x[0.16].status == phase.CROSSED
+    assert by_x[0.9].status == phase.BELOW and by_x[0.01].status == phase.ABOVE
+    for x in (0.9, 0.01):
+        assert np.isnan(by_x[x].value) and np.isnan(by_x[x].lo) and by_x[x].as_dict()["N_c"] is None
+    # success falling with N: crossed by the data, but no increasing boundary
+    flat = phase.column(0.5, n[a == 0.16], ~s[a == 0.16], 50, np.random.default_rng(0))
+    assert flat.status == phase.FLAT and np.isnan(flat.value)
+    # both outcomes, but the fitted crossing lies outside the grid's N: censored, never extrapolated
+    N3 = np.repeat([100, 200, 400], 10)
+    rng = np.random.default_rng(0)
+    for rate, status in (((0.8, 0.9, 1.0), phase.BELOW), ((0.0, 0.1, 0.2), phase.ABOVE)):
+        succ = np.concatenate([np.arange(10) < 10 * r for r in rate])
+        c = phase.column(0.3, N3, succ, 50, rng)
+        assert c.status == status and np.isnan(c.value) and np.isnan(c.lo), (rate, c)
+    # fewer than 3 crossed columns: no straight line
+    assert phase.straight_line(list(by_x.values()), 2)["r2"] is None
+
+
+def test_straight_line_in_alpha_to_the_minus_two():
+    cs = phase.columns(*phase_grid(2, 1.0), N_BOOT, seed=0)
+    line = phase.straight_line(cs, 2)
+    assert line["n_columns"] == len(ALPHA) and line["r2"] > 0.95
+    assert line["b"] == pytest.approx(1.0, rel=0.2) and abs(line["a"]) < 10  # N_c = 0 + 1·α^−2
+    assert 0 < line["b_ci95"][0] < line["b"] < line["b_ci95"][1] and line["n_boot_used"] >= 20
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_power_law_recovers_the_exponent_and_the_verdicts_can_fail(p):
+    law = phase.power_law(*phase_grid(p, LAWS[p]), N_BOOT, seed=0)
+    assert law["p"]["value"] == pytest.approx(p, abs=0.3)
+    assert law["p"]["ci95"][0] < p < law["p"]["ci95"][1]
+    assert (law["loglik_2_minus_4"] > 10) == (p == 2) and (law["loglik_2_minus_4"] < -10) == (p == 4)
+    margins = {2: (1.5, 2.5), 4: (3.0, 5.0)}
+    for favoured, margin in margins.items():
+        want = rules.PASS if favoured == p else rules.FAIL
+        assert phase.exponent_verdict(law, favoured, 6 - favoured, margin).outcome == want, (favoured, law)
+        assert phase.likelihood_verdict(law, favoured, 2.0).outcome == want, (favoured, law)
+
+
+def test_power_law_without_a_boundary_is_inconclusive():
+    a, n, _ = phase_grid(2, 1.0)
+    assert phase.power_law(a, n, np.ones(len(a), bool), N_BOOT, seed=0) is None
+    assert phase.exponent_verdict(None, 2, 4, (1.5, 2.5)).outcome == rules.INCONCLUSIVE
+    assert phase.likelihood_verdict(None, 2, 2.0).outcome == rules.INCONCLUSIVE
+
+
+def shift_grid(slope, seed=1):
+    """(x, N, success): the boundary log N_c = log 30 + slope·x, x = 0.1 … 0.4 (e.g. τ)."""
+    rng = np.random.default_rng(seed)
+    x = np.repeat([0.1, 0.2, 0.3, 0.4], len(N_GRID) * 8)
+    n = np.tile(np.repeat(N_GRID, 8), 4)
+    return x, n, np.log(n) > np.log(30) + slope * x + 0.2 * rng.standard_normal(len(x))
+
+
+def test_shift_of_the_boundary():
+    up = phase.shift(*shift_grid(4.0), N_BOOT, seed=0)
+    assert up.value == pytest.approx(4.0, abs=0.8) and up.lo > 0
+    assert phase.shift_verdict(up, "tau").outcome == rules.PASS
+    down = phase.shift(*shift_grid(-4.0), N_BOOT, seed=0)
+    assert down.hi < 0 and phase.shift_verdict(down, "tau").outcome == rules.FAIL
+    x, n, _ = shift_grid(4.0)
+    none = phase.shift(x, n, np.zeros(len(x), bool), N_BOOT, seed=0)
+    assert phase.shift_verdict(none, "tau").outcome == rules.INCONCLUSIVE
+
+
+def iteration_runs(r, seed=2):
+    rng = np.random.default_rng(seed)
+    a = np.repeat([0.1, 0.12, 0.16, 0.2, 0.24], 12)
+    N = np.tile([20, 40, 80, 160], 15)
+    return a, N, np.round(3.0 * a**-r * (N / 20) ** 0.1 * np.exp(0.1 * rng.standard_normal(len(a))))
+
+
+@pytest.mark.parametrize("r", [1.0, 2.0])
+def test_iterations_recover_r(r):
+    est = phase.iterations(*iteration_runs(r), N_BOOT, seed=0)
+    assert est.value == pytest.approx(r, abs=0.1) and est.lo < r < est.hi
+    assert (rules.equivalence(est.value, est.lo, est.hi, (0.5, 1.5), "r").outcome == rules.PASS) == (r == 1.0)
+    a, N, T = iteration_runs(r)
+    assert np.isnan(phase.iterations(np.full(len(a), 0.1), N, T, N_BOOT, seed=0).value)  # one α: no estimate
+
+
+# ---------------------------------------------------------------- the learning rate
+
+
+def lr_runs(table):
+    """Validation runs: rows (lr, test_error, test_loss, status)."""
+    lr, err, loss, status = (np.array(v) for v in zip(*table, strict=True))
+    n = len(lr)
+    return {"train.lr": lr, "test_error": err, "test_loss": loss, "status": status.astype(object),
+            "data.alpha_star": np.full(n, 0.16), "data.N": np.full(n, 40)}  # fmt: skip
+
+
+def test_choose_lr_lowest_error_then_loss_skipping_diverged():
+    ok, div = "converged", "diverged"
+    rows = [(0.05, 0.2, 0.5, ok), (0.05, 0.1, 0.4, ok),  # mean error 0.15
+            (0.1, 0.0, 0.3, ok), (0.1, 0.02, 0.3, ok),  # 0.01
+            (0.2, 0.0, 0.2, ok), (0.2, 0.02, 0.2, ok),  # 0.01, lower loss: the tie goes to it
+            (0.5, 0.0, 0.01, ok), (0.5, 0.0, np.nan, div)]  # fmt: skip  # 0.0, but one run diverged
+    out = phase.choose_lr(lr_runs(rows), "data.alpha_star")
+    assert out["chosen"] == 0.2
+    by_lr = {r["lr"]: r for r in out["table"]}
+    assert set(by_lr) == {0.05, 0.1, 0.2, 0.5} and by_lr[0.5]["diverged"] == 1 and by_lr[0.5]["runs"] == 2
+    assert by_lr[0.05]["val_error"] == pytest.approx(0.15) and by_lr[0.5]["val_loss"] == pytest.approx(0.01)
+    assert out["where"] == {"data.alpha_star": 0.16, "N": 40}
+    # without the diverged run 0.5 wins; the tie alone picks the lower loss whatever the order
+    assert phase.choose_lr(lr_runs(rows[:7]), "data.alpha_star")["chosen"] == 0.5
+    assert phase.choose_lr(lr_runs(rows[2:6][::-1]), "data.alpha_star")["chosen"] == 0.2
+    # every lr diverged: the lowest error is still chosen (from all of them)
+    every = [(lr, e, np.nan, div) for lr, e in ((0.1, 0.3), (0.2, 0.1))]
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        assert phase.choose_lr(lr_runs(every), "data.alpha_star")["chosen"] == 0.2
+
+
+def test_diagram_cells_tune_the_lr_on_a_separate_stage_first():
+    """cells(spec, run): the tune stage (tune_lr × tune_reps at the grid's middle column and N, its own
+    seed) is trained through ``run``, and the grid gets the lr with the lowest validation error."""
+    exp = get("li2023-fig1")
+    spec = exp.spec("smoke", ["tune_lr=0.1,0.2,0.5", "tune_reps=2"])
+    spec = spec.model_copy(update={"data": spec.data | {"alpha_star": [0.2, 0.25, 0.5], "N": [8, 16, 32]}})
+    seen = []
+
+    def run(cells):
+        seen.append(cells)
+        lr = np.array([c["train.lr"] for c in cells])
+        return {"train.lr": lr, "test_error": np.where(lr == 0.2, 0.0, 0.3), "test_loss": np.full(len(lr), 0.1),
+                "status": np.full(len(lr), "converged", object),
+                "data.alpha_star": np.array([c["data.alpha_star"] for c in cells]),
+                "data.N": np.array([c["data.N"] for c in cells])}  # fmt: skip
+
+    cells = exp.cells(spec, run)
+    (tune,) = seen
+    assert [c for c in cells if c["stage"] == "tune"] == tune and len(tune) == 3 * 2
+    assert sorted(c["train.lr"] for c in tune) == [0.1, 0.1, 0.2, 0.2, 0.5, 0.5]
+    assert {(c["data.alpha_star"], c["data.N"], c["seed"], c["block"]) for c in tune} == {
+        (0.25, 16, spec.seed + phase.TUNE_SEED, 0)
+    }
+    grid = [c for c in cells if c["stage"] == "grid"]
+    assert len(grid) == 3 * 3 * spec.reps and {c["train.lr"] for c in grid} == {0.2}
+    assert {c["seed"] for c in grid} == {spec.seed}
+    # without a run (or with tune_lr = []) there is no tune stage: the grid runs at the recipe's lr
+    for plain in (exp.cells(spec), exp.cells(exp.spec("smoke", ["tune_lr="]), run)):
+        assert {c["stage"] for c in plain} == {"grid"} and {c["train.lr"] for c in plain} == {spec.train["lr"]}
+    assert len(seen) == 1
+
+
+def test_diagram_tunes_at_the_numeric_middle_of_a_set_grid():
+    exp = get("li2023-fig1")
+    spec = exp.spec("smoke", ["N=8,16,32", "tune_lr=0.2"])
+    (tune,) = exp._tune_cells(spec)
+    assert tune["data.N"] == 16
+
+
+# ---------------------------------------------------------------- Fig. 1 through Experiment.analyse
+
+
+def diagram_columns(p, C, T_power=1.0, alpha=ALPHA, L=50, seed=0, tune=True):
+    """Result columns of an α_* diagram: grid runs whose test error is 0 iff N·α^p > C (noisy),
+    every run converged after T ∝ α^−T_power steps; with ``tune``, validation runs of two lrs
+    first (the grid ran at the better one, 0.2)."""
+    rng = np.random.default_rng(seed)
+    a, n, ok = phase_grid(p, C, alpha=alpha, seed=seed)
+    m = len(a)
+    T = np.round(3.0 * a**-T_power * np.exp(0.1 * rng.standard_normal(m))).astype(int)
+    cols = {"stage": np.full(m, "grid", object), "data.alpha_star": a, "data.N": n,
+            "test_error": np.where(ok, 0.0, 0.1), "test_loss": np.where(ok, 0.01, 0.4),
+            "status": np.full(m, "converged", object), "stop_step": T, "train.lr": np.full(m, 0.2)}  # fmt: skip
+    data = {"name": "li2023", "M": 6, "d": 24, "L": L, "tau": 0.2, "noise": "coord", "n_test": 50}
+    cols |= {f"data.{k}": np.full(m, v, object if isinstance(v, str) else None) for k, v in data.items()}
+    cols["data.alpha_hash"] = a / 6  # as every expanded cell has it
+    if tune:
+        t = {"stage": ["tune"] * 4, "data.alpha_star": [0.16] * 4, "data.N": [40] * 4,
+             "train.lr": [0.05, 0.05, 0.2, 0.2], "test_error": [0.2, 0.1, 0.0, 0.0],
+             "test_loss": [0.5, 0.4, 0.02, 0.03], "status": ["cap"] * 2 + ["converged"] * 2,
+             "stop_step": [100, 100, 30, 40]}  # fmt: skip
+        cols = {k: np.concatenate([np.asarray(t[k], dtype=v.dtype) if k in t else v[:4], v]) for k, v in cols.items()}
+    return cols
+
+
+FIG1_SETS = [f"n_boot={N_BOOT}", "oracle_n=50"]
+
+
+def test_fig1_claims_pass_on_a_theory_shaped_diagram():
+    exp = get("li2023-fig1")
+    an = exp.analyse(diagram_columns(2, 1.0), exp.spec("smoke", FIG1_SETS))
+    assert outcomes(an.claims) == dict.fromkeys(("line", "exponent", "likelihood", "iterations"), "pass"), {
+        c.id: (c.outcome, c.measured, c.detail) for c in an.claims
+    }
+    s = an.summary
+    assert s["runs"] == len(ALPHA) * len(N_GRID) * 8 and s["learning rate"] == 0.2
+    assert s["lr tuning (validation runs)"]["chosen"] == 0.2  # the tune rows are analysed apart from the grid
+    assert [c["status"] for c in s["columns"]] == [phase.CROSSED] * len(ALPHA)
+    assert s["power law"]["p"]["value"] == pytest.approx(2, abs=0.3)
+    assert list(s["oracle error per column"]) == list(ALPHA) and max(s["oracle error per column"].values()) < 0.05
+
+
+def test_fig1_exponent_and_likelihood_fail_on_a_fourth_power_boundary():
+    exp = get("li2023-fig1")
+    an = exp.analyse(diagram_columns(4, 0.1, tune=False), exp.spec("smoke", FIG1_SETS))
+    o = outcomes(an.claims)
+    assert o["exponent"] == "fail" and o["likelihood"] == "fail", o
+    assert "lr tuning (validation runs)" not in an.summary
+    # the same runs pass Fig. 2's claims (the baseline's p = 4, margin [3, 5])
+    fig2 = get("li2023-fig2")
+    o2 = outcomes(fig2.analyse(diagram_columns(4, 0.1, tune=False), fig2.spec("cpu", FIG1_SETS)).claims)
+    assert o2["exponent"] == "pass" and o2["likelihood"] == "pass", o2
+
+
+def test_fig1_iterations_fail_when_T_grows_like_alpha_to_the_minus_three():
+    exp = get("li2023-fig1")
+    an = exp.analyse(diagram_columns(2, 1.0, T_power=3.0, tune=False), exp.spec("smoke", FIG1_SETS))
+    o = outcomes(an.claims)
+    assert o["iterations"] == "fail" and o["exponent"] == "pass", o
+
+
+def test_fig1_without_a_boundary_is_inconclusive():
+    exp = get("li2023-fig1")
+    cols = diagram_columns(2, 1.0, tune=False)
+    cols["test_error"] = np.zeros(len(cols["test_error"]))  # every run succeeds
+    an = exp.analyse(cols, exp.spec("smoke", FIG1_SETS))
+    o = outcomes(an.claims)
+    assert o["line"] == o["exponent"] == o["likelihood"] == "inconclusive", o
+    assert {c["status"] for c in an.summary["columns"]} == {phase.BELOW}
+
+
+def test_oracle_floor_sees_bayes_error_only_under_heavy_noise():
+    data = {"M": 6, "d": 24, "L": 50, "tau": 0.2, "noise": "coord", "alpha_star": 0.12, "N": 40, "n_test": 50}
+    assert phase.oracle_floor(data, "alpha_star", [0.12, 0.24], n=200) == [0.0, 0.0]
+    noisy = phase.oracle_floor(data | {"tau": 3.0}, "alpha_star", [0.12, 0.24], n=200)
+    assert all(0.2 < e < 0.6 for e in noisy), noisy
+
+
+def test_fig1_oracle_floor_uses_each_columns_own_confusion_fraction():
+    exp = get("li2023-fig1")
+    # first grid row α_* = 0.5 (α_# = 1/12, one confusion token at L = 12); the α_* = 0.1 column has one
+    # relevant and no confusion token, but is given the first row's α_# and fails the data model's check
+    cols = diagram_columns(2, 1.0, alpha=[0.5, 0.25, 0.1], L=12, tune=False)
+    an = exp.analyse(cols, exp.spec("smoke", FIG1_SETS))
+    assert len(an.summary["oracle error per column"]) == 3
+
+
+# ---------------------------------------------------------------- Fig. 3
+
+
+def test_decay_exponent_recovers_q():
+    t = np.concatenate([np.arange(0, 10), np.arange(10, 501, 10)]).astype(float)
+    for q in (0.5, 1.0, 2.0):
+        A = 1 - 0.4 * np.maximum(t, 1) ** -q
+        fitted, r2 = decay_exponent(t, A, 10)
+        assert fitted == pytest.approx(q, rel=1e-9) and r2 == pytest.approx(1.0, abs=1e-12)
+    bent = 1 - 0.4 / (1 + t / 50)  # not a power law over [10, 500]: a smaller local q and R² < 1
+    fitted, r2 = decay_exponent(t, bent, 10)
+    assert 0.3 < fitted < 0.9 and r2 < 0.99
+    assert np.isnan(decay_exponent(t[:12], 1 - 0.4 / np.maximum(t[:12], 1), 10)).all()  # fewer than 3 points
+    assert np.isnan(decay_exponent(t, np.ones_like(t), 10)).all()  # A = 1 everywhere: nothing to fit
+
+
+FIG3_T = np.concatenate([np.arange(0, 10), np.arange(10, 501, 10)]).astype(float)
+
+
+def fig3_columns(q=1.5, plateau=None, reps=8, seed=0):
+    """Traces of A(t) over t = 0 … 500: A(0) = 0.55, then 1 − c·t^−q (q ± 0.1 per repeat, c so that
+    A(500) = 0.97) or, with ``plateau``, a rise that saturates at that level."""
+    rng = np.random.default_rng(seed)
+    t, rows = FIG3_T, []
+    for _ in range(reps):
+        if plateau is None:
+            qr = q + rng.uniform(-0.1, 0.1)
+            A = np.maximum(0.55, 1 - 0.03 * (np.maximum(t, 1) / t[-1]) ** -qr)
+        else:
+            A = plateau - (plateau - 0.55) * np.exp(-t / 10) + 0.003 * rng.standard_normal(len(t))
+        rows.append(A)
+    m = len(rows)
+    steps = np.empty(m, object)  # as a list column reads back from parquet: one array per row
+    steps[:] = [t] * m
+    return {"trace_step": steps, "trace_attn_relevant": np.array(rows),
+            "trace_attn_entropy": np.array([np.log(12) * (1 - 0.5 * a) for a in rows]), "test_error": np.zeros(m),
+            "data.L": np.full(m, 12), "id": np.array([f"c{i}" for i in range(m)])}  # fmt: skip
+
+
+def fig3_claims(cols, *sets):
+    exp = get("li2023-fig3")
+    an = exp.analyse(cols, exp.spec("cpu", list(sets)))
+    return an, outcomes(an.claims)
+
+
+def test_fig3_claims_pass_on_traces_that_concentrate_faster_than_one_over_t():
+    an, o = fig3_claims(fig3_columns(q=1.5))
+    assert o == {"rises": "pass", "near-one": "pass", "rate": "pass"}, [(c.id, c.measured) for c in an.claims]
+    s = an.summary
+    assert s["A(T)"]["mean"] == pytest.approx(0.97, abs=1e-6) and s["A(0)"]["mean"] == pytest.approx(0.55)
+    assert s["T"] == 500 and s["q"]["fit"] == [100.0, 500] and s["q"]["mean"] == pytest.approx(1.5, abs=0.1)
+    assert s["first t with mean A ≥ near_one"] is not None
+
+
+def test_fig3_rate_fails_on_a_slow_decay_and_is_undecided_at_the_edge():
+    an, o = fig3_claims(fig3_columns(q=0.5))  # 1 − A ∝ t^−0.5: still reaches 0.97 at T
+    assert o == {"rises": "pass", "near-one": "pass", "rate": "fail"}, [(c.id, c.measured) for c in an.claims]
+    _, o = fig3_claims(fig3_columns(q=1.0))  # q = 1 ± 0.1: the interval straddles q_min
+    assert o["rate"] == "inconclusive", o
+    _, o = fig3_claims(fig3_columns(q=1.0), "q_min=0.5")
+    assert o["rate"] == "pass", o
+
+
+def test_fig3_near_one_and_rate_fail_on_a_plateau():
+    an, o = fig3_claims(fig3_columns(plateau=0.6))
+    assert o == {"rises": "pass", "near-one": "fail", "rate": "fail"}, [(c.id, c.measured) for c in an.claims]
+    assert an.summary["first t with mean A ≥ near_one"] is None
+
+
+def test_fig3_rises_fails_when_attention_falls():
+    _, o = fig3_claims(fig3_columns(plateau=0.5))  # 0.55 -> 0.5
+    assert o["rises"] == "fail", o
+
+
+# ---------------------------------------------------------------- Fig. 4
+
+
+def fig4_table(slopes, cells=6, ks=(0, 2, 4), seed=0):
+    """A derived table: per cell, strategy and k, test loss = base + slope[strategy]·k + noise
+    (strategies missing from ``slopes``: flat, with symmetric noise that cancels over cells)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in range(cells):
+        base = 0.1 + 0.02 * rng.standard_normal()
+        for s in STRATEGIES:
+            for k in ks:
+                if k == 0:
+                    loss = base
+                elif s in slopes:
+                    loss = base + slopes[s] * k + 0.001 * rng.standard_normal()
+                else:
+                    loss = base + 0.002 * (-1) ** c  # flat: Δ = ±0.002 alternating, mean exactly 0
+                rows.append((f"cell{c}", s, k, loss, 0.0))
+    keys = ("id", "strategy", "k_removed", "test_loss", "test_error")
+    columns = zip(*rows, strict=True)
+    text = ("id", "strategy")
+    return {k: np.array(v, dtype=object if k in text else None) for k, v in zip(keys, columns, strict=True)}
+
+
+LOWERS = {"irrelevant": -0.01, "noisiest": -0.006, "attention": -0.004}
+
+
+def test_fig4_claims_pass_when_informed_removal_lowers_the_loss():
+    exp = get("li2023-fig4")
+    an = exp.analyse(fig4_table(LOWERS), exp.spec("smoke"))
+    assert outcomes(an.claims) == dict.fromkeys(("irrelevant", "noisiest", "attention", "random"), "pass"), [
+        (c.id, c.outcome, c.measured) for c in an.claims
+    ]
+    assert an.summary["cells"] == 6 and an.summary["k_claim"] == 4
+    assert an.summary["Δ test loss at k=4: irrelevant"]["mean"] == pytest.approx(-0.04, abs=0.005)
+
+
+def test_fig4_irrelevant_fails_when_removal_raises_the_loss():
+    exp = get("li2023-fig4")
+    o = outcomes(exp.analyse(fig4_table(LOWERS | {"irrelevant": 0.01}), exp.spec("smoke")).claims)
+    assert o["irrelevant"] == "fail" and o["noisiest"] == "pass", o
+
+
+def test_fig4_random_fails_when_random_removal_lowers_the_loss():
+    exp = get("li2023-fig4")
+    o = outcomes(exp.analyse(fig4_table(LOWERS | {"random": -0.02}), exp.spec("smoke")).claims)
+    assert o["random"] == "fail" and o["irrelevant"] == "pass", o
+
+
+def test_fig4_judges_at_k_claim_capped_by_the_largest_k():
+    exp = get("li2023-fig4")
+    table = fig4_table(LOWERS, ks=(0, 2))
+    an = exp.analyse(table, exp.spec("smoke", ["k_claim=20"]))
+    assert an.summary["k_claim"] == 2 and outcomes(an.claims)["irrelevant"] == "pass"
