@@ -146,14 +146,16 @@ def registry() -> dict[str, dict[str, Any]]:
     from attnlab.data import jiang2024 as d_jiang
     from attnlab.data import li2023 as d_li
     from attnlab.data import pool as d_pool
+    from attnlab.data import wu2023 as d_wu
     from attnlab.experiments.jiang2024 import probes as p_jiang
     from attnlab.experiments.li2023 import probes as p_li
     from attnlab.models import jiang2024 as m_jiang
     from attnlab.models import li2023 as m_li
+    from attnlab.models import wu2023 as m_wu
 
     return {
-        "data": {p.name: p for p in (d_jiang.PART, d_li.PART, d_pool.PART)},
-        "model": {p.name: p for p in (m_jiang.PART, m_li.PART_VIT, m_li.PART_CNN, m_li.PART_LINEAR)},
+        "data": {p.name: p for p in (d_jiang.PART, d_li.PART, d_pool.PART, d_wu.PART)},
+        "model": {p.name: p for p in (m_jiang.PART, m_li.PART_VIT, m_li.PART_CNN, m_li.PART_LINEAR, m_wu.PART)},
         "probes": {p.name: p for p in (p_jiang.PROBES, p_li.PROBES)},
     }
 

@@ -283,7 +283,7 @@ class Diagram(Experiment):
                                                  for v in np.unique(x)}  # fmt: skip
         axis = self.axis_name if self.axis.startswith("data.") else None
         floor = oracle_floor(spec.data, axis, np.unique(x), spec.oracle_n)
-        summary["oracle error per column"] = {rounded(v, 6): rounded(e, 5) for v, e in zip(np.unique(x), floor)}
+        summary["oracle error per column"] = {rounded(v, 6): rounded(e, 5) for v, e in zip(np.unique(x), floor, strict=True)}
         claims = self._claims(cols, g, x, N, success, cs, spec, summary)
         return Analysis(claims=claims, summary=summary)
 
