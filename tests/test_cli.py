@@ -43,6 +43,7 @@ def test_list_prints_every_experiment():
 
 
 SMOKE_IDS = ["jiang2024-fig1", "jiang2024-fig3", "li2023-fig1", "li2023-fig3", "li2023-fig4"]
+OTHER_IDS = ["li2023-fig2", "li2023-noise", "li2023-init-error"]
 
 
 def check_results_table(exp, table, v):
@@ -85,6 +86,22 @@ def check_results_table(exp, table, v):
         assert len(set(keys)) == len(keys) and len(set(t["id"])) == v["cells"]
         assert set(t["strategy"]) == {"irrelevant", "noisiest", "random", "attention"}
         assert sorted(set(t["k_removed"])) == ks
+
+
+def test_every_experiment_is_covered_by_a_smoke_run():
+    from attnlab.experiments import registry
+
+    assert set(registry()) == set(SMOKE_IDS) | set(OTHER_IDS)
+
+
+@pytest.mark.parametrize("exp", OTHER_IDS)
+def test_the_other_experiments_run_at_smoke(tmp_path, exp):
+    """Every id runs end to end (analysis and figures included) and writes its verdict."""
+    out = tmp_path / "res"
+    r = reproduce(out, exp=exp)
+    assert r.exit_code == 0, r.output
+    v = verdict_of(out)
+    assert v["experiment"] == exp and v["claims"] and list(out.glob("*.png"))
 
 
 @pytest.mark.parametrize("exp", SMOKE_IDS)

@@ -108,7 +108,7 @@ class Fig2(AlphaDiagram):
     Spec = DiagramSpec
     power, favoured = 4.0, 4.0
     scales = {
-        "smoke": SMOKE,
+        "smoke": SMOKE | {"model": {"m": 16, "m_a": 8}},
         "cpu": dict(data={"alpha_star": ALPHA_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, p_margin=(3.0, 5.0)),
         # the sheet's grid: α_*⁻⁴ = 120 … 200 (α_* 0.27 … 0.30), N = 80 … 800; L = 200 separates the counts
         "paper": dict(data={"alpha_star": [round(x**-0.25, 6) for x in range(120, 201, 10)],

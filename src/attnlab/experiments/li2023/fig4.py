@@ -151,6 +151,10 @@ class Fig4(Experiment):
                    "test loss before removal": _stat(np.array([loss[(ids == c) & (k == 0)][0] for c in cells])),
                    "test error before removal": rounded(np.mean(cols["test_error"][k == 0]), 5)} | {
             f"Δ test loss at k={kc}: {s}": _stat(v) for s, v in d.items()}  # fmt: skip
+        ks = np.unique(k)
+        summary["mean Δ test loss per k"] = {"k": ks.tolist()} | {
+            s: [rounded(np.mean([loss[(ids == c) & (strat == s) & (k == kk)][0] - loss[(ids == c) & (strat == s) & (k == 0)][0]
+                                 for c in cells]), 4) for kk in ks] for s in sparsify.STRATEGIES}  # fmt: skip
         claims = []
         for s, words in (("irrelevant", "removing label-irrelevant tokens first"),
                          ("noisiest", "removing the noisiest tokens first"),

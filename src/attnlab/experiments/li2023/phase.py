@@ -297,8 +297,10 @@ class Diagram(Experiment):
         return x**-self.power if self.power else x
 
     def xlabel(self) -> str:
-        return {"alpha_star": f"α_*^−{self.power:g}", "tau": "token noise τ", "sigma": "initial value error σ",
-                "delta": "initial query/key error δ"}[self.axis_name]  # fmt: skip
+        if self.axis_name == "alpha_star":
+            return f"α_*^−{self.power:g}"
+        return {"tau": "token noise τ", "sigma": "initial value error σ", "delta": "initial query/key error δ"}.get(
+            self.axis_name, self.axis_name)  # fmt: skip
 
     def figures(self, cols, spec, analysis: Analysis, out: Path) -> list[Path]:
         g = cols["stage"] == "grid"
