@@ -149,6 +149,7 @@ def registry() -> dict[str, dict[str, Any]]:
     from attnlab.data import wu2023 as d_wu
     from attnlab.experiments.jiang2024 import probes as p_jiang
     from attnlab.experiments.li2023 import probes as p_li
+    from attnlab.experiments.wu2023 import probes as p_wu
     from attnlab.models import jiang2024 as m_jiang
     from attnlab.models import li2023 as m_li
     from attnlab.models import wu2023 as m_wu
@@ -156,7 +157,7 @@ def registry() -> dict[str, dict[str, Any]]:
     return {
         "data": {p.name: p for p in (d_jiang.PART, d_li.PART, d_pool.PART, d_wu.PART)},
         "model": {p.name: p for p in (m_jiang.PART, m_li.PART_VIT, m_li.PART_CNN, m_li.PART_LINEAR, m_wu.PART)},
-        "probes": {p.name: p for p in (p_jiang.PROBES, p_li.PROBES)},
+        "probes": {p.name: p for p in (p_jiang.PROBES, p_li.PROBES, p_wu.PROBES)},
     }
 
 
