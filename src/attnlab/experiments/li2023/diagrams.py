@@ -38,7 +38,18 @@ SMOKE = dict(
 )  # fmt: skip
 
 
-class AlphaDiagram(Diagram):
+class LiDiagram(Diagram):
+    """A li2023 diagram in the default regime."""
+
+    description = __doc__ + "\n" + (common.__doc__ or "")
+    Spec = DiagramSpec
+    assumptions = common.ASSUMPTIONS
+
+    def defaults(self):
+        return common.DEFAULTS
+
+
+class AlphaDiagram(LiDiagram):
     axis = "data.alpha_star"
 
     def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
@@ -75,7 +86,7 @@ class AlphaDiagram(Diagram):
         return claims
 
 
-class ShiftDiagram(Diagram):
+class ShiftDiagram(LiDiagram):
     def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
         est = phase.shift(x, N, success, spec.n_boot, spec.seed)
         summary[f"d log N_c / d{self.axis_name}"] = est.as_dict()
@@ -85,8 +96,6 @@ class ShiftDiagram(Diagram):
 class Fig1(AlphaDiagram):
     id = "li2023-fig1"
     title = "Li et al. 2023, Fig. 1: ViT success rate over (α_*⁻², N)"
-    description = __doc__ + "\n" + (common.__doc__ or "")
-    Spec = DiagramSpec
     power, favoured = 2.0, 2.0
     scales = {
         "smoke": SMOKE,
@@ -95,17 +104,11 @@ class Fig1(AlphaDiagram):
         "paper": dict(data={"alpha_star": [round(x**-0.5, 6) for x in range(4, 15)], "N": list(range(40, 401, 40)),
                             "L": 100}, reps=20, tune_lr=TUNE_LR),
     }  # fmt: skip
-    assumptions = common.ASSUMPTIONS
-
-    def defaults(self):
-        return common.DEFAULTS
 
 
 class Fig2(AlphaDiagram):
     id = "li2023-fig2"
     title = "Li et al. 2023, Fig. 2: attention-free baseline success rate over (α_*⁻⁴, N)"
-    description = __doc__ + "\n" + (common.__doc__ or "")
-    Spec = DiagramSpec
     power, favoured = 4.0, 4.0
     scales = {
         "smoke": SMOKE | {"model": {"m": 16, "m_a": 8}},
@@ -127,8 +130,6 @@ class Fig2(AlphaDiagram):
 class Noise(ShiftDiagram):
     id = "li2023-noise"
     title = "Li et al. 2023: ViT success rate over (τ, N)"
-    description = __doc__ + "\n" + (common.__doc__ or "")
-    Spec = DiagramSpec
     axis = "data.tau"
     scales = {
         "smoke": SMOKE | {"data": SMOKE["data"] | {"alpha_star": 0.5, "tau": [0.1, 0.4]}},
@@ -136,17 +137,11 @@ class Noise(ShiftDiagram):
         "paper": dict(data={"alpha_star": 0.16, "tau": [0.05, 0.1, 0.15, 0.2, 0.25, 0.3],
                             "N": list(range(40, 401, 40))}, reps=20, tune_lr=TUNE_LR),
     }  # fmt: skip
-    assumptions = common.ASSUMPTIONS
-
-    def defaults(self):
-        return common.DEFAULTS
 
 
 class InitError(ShiftDiagram):
     id = "li2023-init-error"
     title = "Li et al. 2023: ViT success rate over (initial value error σ, N)"
-    description = __doc__ + "\n" + (common.__doc__ or "")
-    Spec = DiagramSpec
     axis = "model.sigma"
     scales = {
         "smoke": SMOKE | {"model": {"init": "near_identity", "m": 16, "m_a": 0, "m_b": 0, "sigma": [0.1, 2.0]},
