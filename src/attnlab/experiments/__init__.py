@@ -11,9 +11,10 @@ def registry() -> dict[str, Experiment]:
     from attnlab.experiments.li2023 import diagrams
     from attnlab.experiments.li2023 import fig3 as li_fig3
     from attnlab.experiments.li2023 import fig4 as li_fig4
+    from attnlab.experiments.wu2023 import dynamics
 
     li = (*diagrams.EXPERIMENTS[:2], li_fig3.EXPERIMENT, li_fig4.EXPERIMENT, *diagrams.EXPERIMENTS[2:])
-    return {e.id: e for e in (fig1.EXPERIMENT, fig3.EXPERIMENT, *li)}
+    return {e.id: e for e in (fig1.EXPERIMENT, fig3.EXPERIMENT, *li, *dynamics.EXPERIMENTS)}
 
 
 def get(exp_id: str) -> Experiment:

@@ -1,0 +1,597 @@
+"""Training dynamics of the encoder-only shallow transformer (Wu et al. 2023, Sec. 5.1, Fig. 1 and
+the appendix's Fig. 9), and LeCun / He against NTK initialisation.
+
+Setting (the sheet's synthetic data, :mod:`attnlab.experiments.wu2023`): N = 100 samples, d_s = 8
+tokens in d = 16 with N(0, 1) entries, y ~ N(0, 1); ½·mean squared loss; full-batch GD for 400
+epochs from LeCun init; τ₀ = d_m^(−1/2) (``wu2023-fig1``) or d_m^(−1) (``wu2023-fig9``); the
+widths d_m are a grid axis. The step of a cell is the width-normalised γ_eff = γ·16/d_m
+(``step_norm = width``, γ = 1; see the package docstring for why: the literal γ = 1 diverges
+from d_m = 256 on, ``--set step_norm=none`` runs it). float64 throughout.
+
+Linearised dynamics (why the numbers below are the ones recorded). With residual
+r_t = f(θ_t) − y ∈ R^N and the empirical NTK K_t = J_t J_tᵀ, one GD step on ½·mean (f − y)² is,
+to first order, r_{t+1} = (I − γ_eff K_t / N) r_t. While K_t ≈ K_0 (lazy training) every mode of
+K_0 with eigenvalue λ decays by |1 − γ_eff λ/N| per step, so
+
+    stable ⇔ γ_eff·λ_max(K_0)/N < 2,      L_t ≲ (1 − γ_eff λ_min(K_0)/N)^{2t} L_0   (linear rate)
+
+and the theory's width requirement is what keeps K_t ≈ K_0: ‖K_t − K_0‖_F/‖K_0‖_F and
+‖θ_t − θ₀‖/‖θ₀‖ shrink as d_m grows. Under LeCun/He init K_0 grows ∝ d_m (λ_min(K_0) ∝ d_m in
+the theory); under the NTK init (N(0, 1) weights, 1/√fan_in multipliers, τ₁ = d_m^(−1/2)) it is
+O(1). So at one raw step size LeCun/He converge faster than NTK init; at the same
+γ·λ_max(K_0)/N the comparison is one of conditioning, λ_min/λ_max, on which the theory is silent.
+
+Recorded per run (probe set ``wu2023`` on the log schedule, :mod:`.probes`): training loss,
+λ_min(K_t), λ_max(K_t), kernel drift, total and per-block weight drift, logit std, attention
+distance from uniform. From the step-0 probes: γ_eff·λ_max(K_0)/N. A run is *flagged unstable*
+when that ratio exceeds ``unstable_at`` (2), when it diverged, or when its final training loss is
+not below its initial one; flagged runs are left out of the rate and drift fits.
+
+Panels (fig1, fig9): (a) training loss vs epoch, log y, one band per width (geometric mean ×/÷
+geometric std over repeats); (b) weight change rate d/dt ‖θ_t − θ₀‖/‖θ₀‖ between log points, log
+y; (c) kernel drift over training; (d) final kernel and weight drift against d_m, log–log.
+
+Claims (fig1, fig9; thresholds are Spec fields, fixed before the cpu-scale run):
+  linear      per unflagged run, the geometric rate ρ = exp(b) of the least-squares fit
+              log L_t = a + b·t over the logged epochs t ≥ ``fit_from``·T up to the last one at
+              which the loss reaches a new lowest value (a loss that stops decreasing ends the
+              window; bumps before that stay in), before the loss falls below ``floor``·L_0
+              (1e-12). pass: every fitted ρ < 1 and the median R² ≥ ``r2_min`` (0.9); fail: some
+              ρ ≥ 1 or the median R² below it; inconclusive without a fitted run. ρ per width and
+              the linearised prediction (1 − γ_eff λ_min(K_0)/N)² are reported.
+              *Said openly:* ``fit_from`` = 0.1 was set after a pilot run at d_m = 64 and 1024
+              showed the first epochs dominated by the top eigen-direction of K_0 (fitted in a
+              few steps since γ_eff λ_max/N ≈ 0.7), a transient the asymptotic rate is not about
+              (R² from epoch 0 is reported beside it). The window first ended at the first logged
+              point where the loss did not decrease; the cpu run left the d_m = 16 runs (not lazy:
+              ‖K_T − K_0‖/‖K_0‖ ≈ 4.6, small loss bumps) without a fit, so it now ends at the
+              last new low (changed after that run; the verdict was pass before and after).
+  stability   among the runs with γ_eff·λ_max(K_0)/N < ``unstable_at``, the share that neither
+              diverged nor ended above their initial loss is ≥ ``stable_share`` (1.0) → pass,
+              else fail; the flagged runs are counted and listed.
+  drift-kernel, drift-weight
+              the final ‖K_T − K_0‖_F/‖K_0‖_F (resp. ‖θ_T − θ₀‖/‖θ₀‖) shrinks with width: the
+              log–log slope against d_m, one least-squares slope per repeat (block, rep) over the
+              unflagged runs, mean and 95 % t interval over repeats. pass: the interval lies below
+              0; fail: above 0; else inconclusive.
+
+``wu2023-init``: LeCun, He and NTK init (a grid axis over ``model.init``) at widths d_m, two
+comparisons (tag ``compare``):
+  gamma   one raw step for every init and width, γ·16/max(d_m) (the width-normalised step of the
+          largest width, so LeCun is stable everywhere; He's kernel is ≈ 3.4× LeCun's, so He at
+          the largest width runs at a ratio ≈ 2.5 and is flagged);
+  ratio   per (init, width) lr = c·N/λ̄_max(K_0), with λ̄_max the median step-0 λ_max(K_0) of the
+          ``gamma`` runs of that (init, width) (the calibration stage: λ_max(K_0) does not depend
+          on the lr; a ``ratio`` run has its own data and init draw, since a tag is part of a
+          cell's key, and records its own realised ratio).
+Claims:
+  lmin-lecun, lmin-he   the log–log slope of λ_min(K_0) against d_m over the widths ≥
+          ``slope_from`` (default: N, the theory's over-parameterised regime; one slope per
+          repeat, both comparisons' step-0 values), 95 % t interval inside ``lmin_margin``
+          [0.7, 1.3] (equivalence: pass inside, fail disjoint, else inconclusive)
+  lmin-ntk              the same slope inside ``flat_margin`` [−0.3, 0.3] (flat)
+  speed-gamma           LeCun and He converge faster than NTK init at the same γ: paired one-sided
+          sign tests over matched (width, block, rep) cells of log(L_T/L_0)_ntk − log(L_T/L_0)_init
+          > 0, p < ``level``; pass if both pass, fail if either fails (ties and non-finite values
+          count against)
+  speed-ratio           the same at the same γ·λ_max(K_0)/N = c: the theory does not predict it;
+          the claim states the same direction and gets its own measured verdict
+  stability             as above, over every run of both comparisons
+Matched cells share (width, block, rep) but not their draws: the init is part of a cell's key.
+The λ_min rule (margins, widths ≥ N) was fixed before any init run; a pilot of K_0 spectra
+alone (no training, d_m = 16 … 2048) was looked at before the cpu widths were picked.
+
+Measured at cpu scale (float64, 3 repeats per point; ``results/wu2023-*-cpu``):
+  fig1  γ_eff·λ_max(K_0)/N 0.56 … 0.76, nothing flagged. Median ρ per epoch 0.989 (d_m = 16,
+        R² 0.78), 0.982 (64), 0.9944 (256), 0.9975 (1024), median R² 0.998: linear pass. Final
+        kernel drift 4.6, 1.4, 0.26, 0.059 (slope −1.06, [−1.26, −0.86]) and weight drift 0.72,
+        0.31, 0.096, 0.022 (slope −0.83, [−0.92, −0.73]): both pass. The wide nets are slower at
+        the normalised step (L_T/L_0 ≈ 0.0015 at d_m = 16, 0.29 at 1024): λ_max(K_0) ∝ d_m but
+        λ_min(K_0) grows only ≈ 13× over the 64× range, and the narrow nets are not lazy
+        (λ_min(K_T)/λ_min(K_0) ≈ 28 at d_m = 16, 2 at 1024). Logit std ≈ 1 at every width.
+  fig9  ratio 0.31 … 0.42; ρ 0.986, 0.991, 0.9966, 0.9973; drift slopes −1.57 and −0.88 (pass);
+        logit std 0.24, 0.13, 0.061, 0.030 (∝ d_m^−1/2: attention tends to uniform).
+  init  λ_min(K_0) slope 0.68 [0.61, 0.74] (lecun) and 0.61 [0.49, 0.73] (he): inconclusive.
+        The W_Q, W_K, W_V blocks add an O(1) part (λ_min of K − K^{w_O} ≈ 0.14 at d_m = 128 and
+        at 1024, one draw) that carries λ_min at d_m = 128; the w_O block's ∝ d_m part (its
+        λ_min/d_m still rising, 5·10⁻⁵ → 6·10⁻⁴) takes over only near d_m = 1024. ntk: slope
+        0.01 [−0.16, 0.19], pass. Same γ: LeCun/He faster in 12/12 pairs each (pass). Same ratio:
+        NTK init faster in 12/12 pairs each (fail): its λ_min/λ_max ≈ 2·10⁻³ against 2 … 4·10⁻⁴
+        under LeCun. The flagged He runs (ratio 2.3 … 2.5) did not diverge: the loss is 46 … 87×
+        L_0 at epoch 10 and back below L_0 by epoch 20 (a catapult).
+  ``--set step_norm=none`` (fig1): ratio up to 46; the d_m = 256 and 1024 runs diverge, d_m = 64
+        (ratio 2.6 … 3.3) is flagged but trains (L_T/L_0 < 0.002); stability still passes (the 3
+        runs below 2 train), the drift claims are inconclusive (one width left) and linear fails
+        (d_m = 16 alone, R² 0.78).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Literal
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pyarrow as pa
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from attnlab import plots, rules
+from attnlab.errors import AttnlabError
+from attnlab.experiments import wu2023 as common
+from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
+
+DOC = __doc__  # (inside a class body with its own docstring, __doc__ is that docstring)
+TRAIN = {"dtype": "float64", "probes": "wu2023", "log_every": 10, "log_dense_until": 10}
+INITS = ("lecun", "he", "ntk")
+
+
+class Spec(ExperimentSpec):
+    gamma: PositiveFloat = Field(1.0, description="step γ (γ_eff = γ·16/d_m under step_norm = width)")
+    step_norm: Literal["width", "none"] = Field("width", description="width: γ_eff = γ·16/d_m; none: γ at every width")
+    unstable_at: PositiveFloat = Field(2.0, description="a run with γ_eff·λ_max(K₀)/N above this is flagged unstable")
+    stable_share: float = Field(1.0, gt=0, le=1, description="share of runs below unstable_at that must train stably")
+    fit_from: float = Field(0.1, ge=0, lt=1, description="the rate fit starts at this fraction of the epochs")
+    floor: PositiveFloat = Field(1e-12, description="the rate fit ends where the loss falls below floor·L_0")
+    r2_min: float = Field(0.9, gt=0, le=1, description="median R² the log-linear loss fits must reach")
+
+
+class InitSpec(Spec):
+    c: PositiveFloat = Field(1.0, description="γ·λ_max(K₀)/N of the 'ratio' comparison (stable below 2)")
+    slope_from: PositiveInt | None = Field(None, description="smallest width of the λ_min(K₀) slope fit (None: N)")
+    lmin_margin: tuple[float, float] = Field((0.7, 1.3), description="margin of the λ_min slope under lecun and he")
+    flat_margin: tuple[float, float] = Field((-0.3, 0.3), description="margin of the λ_min slope under ntk")
+    level: float = Field(0.05, gt=0, lt=1, description="level of the sign tests")
+
+
+# ---------------------------------------------------------------- per-run quantities
+
+
+def trace(cols, name: str) -> np.ndarray:
+    """(runs, logged steps) of a probe."""
+    return np.stack([np.asarray(x, float) for x in cols[f"trace_{name}"]])
+
+
+def per_run(cols, unstable_at: float) -> dict[str, np.ndarray]:
+    """Step-0 λ_min(K₀), λ_max(K₀), γ_eff·λ_max(K₀)/N, initial and final loss, and the flags."""
+    lam_min, lam_max = trace(cols, "lambda_min")[:, 0], trace(cols, "lambda_max")[:, 0]
+    ratio = cols["train.lr"].astype(float) * lam_max / cols["data.N"].astype(float)
+    L0, LT = trace(cols, "train_loss")[:, 0], cols["train_loss"].astype(float)
+    diverged = cols["status"] == "diverged"
+    with np.errstate(invalid="ignore"):
+        worse = ~(LT < L0)  # NaN counts as worse
+        flagged = ~(ratio <= unstable_at) | diverged | worse
+    return {"lambda_min_0": lam_min, "lambda_max_0": lam_max, "step_ratio": ratio, "loss_0": L0, "loss_T": LT,
+            "diverged": diverged, "worse": worse, "unstable": flagged}  # fmt: skip
+
+
+def add_run_columns(table: pa.Table, unstable_at: float) -> pa.Table:
+    """The results table with the per-run quantities of :func:`per_run` as columns."""
+    from attnlab.experiments.base import table_columns
+
+    for k, v in per_run(table_columns(table), unstable_at).items():
+        if k not in table.column_names:
+            table = table.append_column(k, pa.array(v))
+    return table
+
+
+def rate_fit(t: np.ndarray, L: np.ndarray, floor: float, t_from: float) -> tuple[float, float, int]:
+    """(ρ, R², points) of log L_t = a + b·t, ρ = e^b, over the logged t ≥ t_from up to the last
+    point at which L reaches a new lowest value, before the first point that is not finite or
+    falls below floor·L_0 (bumps on the way stay in; NaN with fewer than 3 points)."""
+    t, L = np.asarray(t, float), np.asarray(L, float)
+    above = np.isfinite(L) & (L > floor * L[0])
+    stop = int(np.argmin(above)) if not above.all() else len(L)
+    best = np.minimum.accumulate(np.where(np.isfinite(L), L, np.inf))
+    new_low = np.r_[True, L[1:] < best[:-1]]
+    end = int(np.flatnonzero(new_low[:stop])[-1]) + 1 if stop > 0 else 0
+    s = (np.arange(len(L)) < end) & (t >= t_from) & above
+    if s.sum() < 3:
+        return np.nan, np.nan, int(s.sum())
+    x, y = t[s], np.log(L[s])
+    b, a = np.polyfit(x, y, 1)
+    r2 = 1 - np.sum((y - a - b * x) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-300)
+    return float(np.exp(b)), float(r2), int(s.sum())
+
+
+def repeat_ids(cols, keys=("block", "rep")) -> np.ndarray:
+    return np.array(["/".join(str(cols[k][i]) for k in keys) for i in range(len(cols["block"]))])
+
+
+def loglog_slopes(x, y, repeat) -> np.ndarray:
+    """One least-squares slope of log y on log x per repeat (≥ 2 distinct x with finite y > 0)."""
+    x, y, repeat = np.asarray(x, float), np.asarray(y, float), np.asarray(repeat)
+    out = []
+    for r in np.unique(repeat):
+        s = (repeat == r) & np.isfinite(y) & (y > 0) & (x > 0)
+        if len(np.unique(x[s])) >= 2:
+            out.append(np.polyfit(np.log(x[s]), np.log(y[s]), 1)[0])
+    return np.array(out, float)
+
+
+def slope_estimate(x, y, repeat) -> dict:
+    slopes = loglog_slopes(x, y, repeat)
+    m, lo, hi, sd = rules.t_interval(slopes)
+    return {"slope": m, "lo": lo, "hi": hi, "sd": sd, "per_repeat": slopes}
+
+
+def _slope_measured(est: dict) -> dict:
+    return {"slope": rounded(est["slope"]), "ci95": [rounded(est["lo"]), rounded(est["hi"])],
+            "repeats": len(est["per_repeat"])}  # fmt: skip
+
+
+def below_zero(est: dict, name: str) -> rules.Verdict:
+    """The interval of a slope lies below 0 → pass; above 0 → fail; else inconclusive."""
+    rule = f"95 % t interval (over repeats) of the log–log slope of {name} against d_m lies below 0; fail if above"
+    m = _slope_measured(est)
+    if not (np.isfinite(est["lo"]) and np.isfinite(est["hi"])):
+        return rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval: fewer than 2 repeats spanning 2 widths")
+    outcome = rules.PASS if est["hi"] < 0 else rules.FAIL if est["lo"] > 0 else rules.INCONCLUSIVE
+    return rules.Verdict(outcome, m, rule)
+
+
+def all_of(verdicts: dict[str, rules.Verdict]) -> rules.Verdict:
+    """pass if every verdict passes, fail if any fails, else inconclusive."""
+    outs = [v.outcome for v in verdicts.values()]
+    outcome = rules.FAIL if rules.FAIL in outs else rules.PASS if all(o == rules.PASS for o in outs) else (
+        rules.INCONCLUSIVE)  # fmt: skip
+    rule = " and ".join(f"[{k}] {v.rule}" for k, v in verdicts.items())
+    detail = "; ".join(f"{k}: {v.detail}" for k, v in verdicts.items() if v.detail)
+    return rules.Verdict(outcome, {k: v.measured for k, v in verdicts.items()}, rule, detail)
+
+
+def stability_verdict(r: dict, unstable_at: float, share_min: float) -> rules.Verdict:
+    """Among the runs predicted stable (ratio < unstable_at), the share that trained stably."""
+    with np.errstate(invalid="ignore"):
+        pred = r["step_ratio"] < unstable_at
+    ok = pred & ~r["diverged"] & ~r["worse"]
+    n, k = int(pred.sum()), int(ok.sum())
+    rule = (f"share of the runs with γ_eff·λ_max(K₀)/N < {unstable_at:g} that neither diverged nor ended above "
+            f"their initial loss ≥ {share_min:g}; fail below")  # fmt: skip
+    with np.errstate(invalid="ignore"):
+        above = ~pred
+    measured = {"ok": k, "n": n, "share": rounded(k / n) if n else None, "flagged": int(r["unstable"].sum()),
+                "predicted_unstable": int(above.sum()), "predicted_unstable_diverged": int((above & r["diverged"]).sum()),
+                "max_ratio": rounded(float(np.nanmax(r["step_ratio"])) if np.isfinite(r["step_ratio"]).any() else np.nan)}  # fmt: skip
+    if n == 0:
+        return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no run is predicted stable")
+    if k / n >= share_min:
+        return rules.Verdict(rules.PASS, measured, rule)
+    return rules.Verdict(rules.FAIL, measured, rule, f"{n - k} of {n} runs predicted stable did not train stably")
+
+
+def linear_verdict(rho: np.ndarray, r2: np.ndarray, r2_min: float) -> rules.Verdict:
+    fit = np.isfinite(rho) & np.isfinite(r2)
+    rule = f"every fitted geometric rate ρ < 1 and the median R² of the log-linear fits ≥ {r2_min:g}"
+    measured = {"fitted_runs": int(fit.sum()), "max_rho": rounded(rho[fit].max(), 6) if fit.any() else None,
+                "median_r2": rounded(np.median(r2[fit])) if fit.any() else None}  # fmt: skip
+    if not fit.any():
+        return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no stable run with a fit")
+    bad = int(np.sum(rho[fit] >= 1))
+    if bad:
+        return rules.Verdict(rules.FAIL, measured, rule, f"{bad} run(s) with ρ ≥ 1 (the loss does not decay)")
+    if np.median(r2[fit]) < r2_min:
+        return rules.Verdict(rules.FAIL, measured, rule, "the loss is not log-linear in the epochs")
+    return rules.Verdict(rules.PASS, measured, rule)
+
+
+def _med(x) -> float | None:
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    return rounded(float(np.median(x)), 6) if len(x) else None
+
+
+# ---------------------------------------------------------------- figures helpers
+
+
+def logband(ax, t, runs, label, color=None, ls="-"):
+    """Geometric mean ×/÷ geometric std over runs (rows); non-positive values are left out."""
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # epochs after every run diverged: all NaN
+        lg = np.log(np.where(np.asarray(runs, float) > 0, runs, np.nan))
+        m, s = np.nanmean(lg, 0), np.nanstd(lg, 0)
+    (line,) = ax.plot(t, np.exp(m), ls, label=label, color=color, lw=1.4)
+    ax.fill_between(t, np.exp(m - s), np.exp(m + s), color=line.get_color(), alpha=0.18, lw=0)
+
+
+def _colors(n):
+    return plt.cm.viridis(np.linspace(0.05, 0.85, max(n, 1)))
+
+
+# ---------------------------------------------------------------- fig1, fig9
+
+
+SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16]},
+             train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2)  # fmt: skip
+CPU = dict(model={"d_m": [16, 64, 256, 1024]}, reps=3)
+PAPER = dict(model={"d_m": [16, 64, 256, 1024, 4096]}, reps=5)
+
+
+class Dynamics(Experiment):
+    """Fig. 1 (α = 1/2) and Fig. 9 (α = 1): loss, weight change, NTK drift over widths."""
+
+    Spec = Spec
+    description = DOC
+    scales = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
+    assumptions = (
+        "float64; the probe set wu2023 every 10 epochs (every epoch before 10): K_t of the N training samples by "
+        "the Jacobian, K_0 recomputed from the cell's own init draw.",
+        "Rate fit from epoch 0.1·T (after the top eigen-direction's transient; set after a pilot run, said in the "
+        "docstring); flagged runs (γ_eff·λ_max(K₀)/N > 2, diverged, or final loss ≥ initial) are left out of fits.",
+    ) + common.ASSUMPTIONS
+
+    def __init__(self, id: str, alpha: float, title: str):
+        self.id, self.alpha, self.title = id, alpha, title
+
+    def defaults(self):
+        return merge(common.DEFAULTS, {"model": {"alpha": self.alpha}, "train": TRAIN})
+
+    def cells(self, spec: Spec, run=None) -> list[dict]:
+        return [c | {"train.lr": common.step(spec.gamma, c["model.d_m"], spec.step_norm)} for c in expand(spec)]
+
+    def derive(self, table, spec: Spec):
+        return add_run_columns(table, spec.unstable_at)
+
+    def analyse(self, cols, spec: Spec) -> Analysis:
+        r = per_run(cols, spec.unstable_at)
+        t = np.asarray(cols["trace_step"][0], float)
+        T = t[-1]
+        L = trace(cols, "train_loss")
+        width = cols["model.d_m"].astype(int)
+        ok = ~r["unstable"]
+        fits = np.array([rate_fit(t, x, spec.floor, spec.fit_from * T) for x in L])
+        rho, r2, npts = fits[:, 0], fits[:, 1], fits[:, 2]
+        rho = np.where(ok, rho, np.nan)
+        r2 = np.where(ok, r2, np.nan)
+        whole = np.array([rate_fit(t, x, spec.floor, 0)[1] if o else np.nan for x, o in zip(L, ok, strict=True)])
+        rep = repeat_ids(cols)
+        K_T, W_T = trace(cols, "kernel_drift")[:, -1], trace(cols, "weight_drift")[:, -1]
+        est = {n: slope_estimate(width[ok], v[ok], rep[ok]) for n, v in (("kernel", K_T), ("weight", W_T))}
+        lin = (1 - cols["train.lr"].astype(float) * r["lambda_min_0"] / cols["data.N"].astype(float)) ** 2
+        blocks = sorted(k.removeprefix("trace_weight_drift_") for k in cols if k.startswith("trace_weight_drift_"))
+        per_width = {}
+        for w in np.unique(width):
+            s = width == w
+            per_width[int(w)] = {
+                "lr": rounded(float(cols["train.lr"][s][0]), 6),
+                "γ_eff·λ_max(K₀)/N per run": [rounded(x) for x in r["step_ratio"][s]],
+                "flagged": int(r["unstable"][s].sum()),
+                "λ_min(K₀)": _med(r["lambda_min_0"][s]), "λ_max(K₀)": _med(r["lambda_max_0"][s]),
+                "ρ per run": [rounded(x, 6) for x in rho[s]], "ρ (median)": _med(rho[s]),
+                "linearised ρ = (1 − γ_eff λ_min(K₀)/N)²": _med(lin[s]),
+                "R² (median)": _med(r2[s]), "R² from epoch 0 (median)": _med(whole[s]),
+                "fit points (median)": _med(npts[s]),
+                "loss L_0": _med(r["loss_0"][s]), "loss L_T": _med(r["loss_T"][s]),
+                "kernel drift at T": _med(K_T[s]), "weight drift at T": _med(W_T[s]),
+                "weight drift per block at T": {b: _med(trace(cols, f"weight_drift_{b}")[s, -1]) for b in blocks},
+                "λ_min(K_T)/λ_min(K₀)": _med(trace(cols, "lambda_min")[s, -1] / r["lambda_min_0"][s]),
+                "logit std (0 → T)": [_med(trace(cols, "logit_std")[s, 0]), _med(trace(cols, "logit_std")[s, -1])],
+                "attention TV from uniform (0 → T)": [_med(trace(cols, "attn_tv")[s, 0]),
+                                                      _med(trace(cols, "attn_tv")[s, -1])],
+            }  # fmt: skip
+        flagged = [{"d_m": int(width[i]), "block": int(cols["block"][i]), "rep": int(cols["rep"][i]),
+                    "ratio": rounded(r["step_ratio"][i]), "status": str(cols["status"][i]),
+                    "L_0": rounded(r["loss_0"][i], 6), "L_T": rounded(r["loss_T"][i], 6)}
+                   for i in np.flatnonzero(r["unstable"])]  # fmt: skip
+        summary = {
+            "τ₀": f"d_m^-{cols['model.alpha'][0]:g}", "step": f"{spec.step_norm}, γ = {spec.gamma:g}", "T": int(T),
+            "per width": per_width, "flagged runs": flagged,
+            "drift slopes (log–log vs d_m)": {n: _slope_measured(e) for n, e in est.items()},
+        }  # fmt: skip
+        claims = [
+            Claim.of("linear", "the training loss converges at a linear (geometric) rate at every width",
+                     linear_verdict(rho, r2, spec.r2_min),
+                     f"fit over epochs ≥ {spec.fit_from * T:g} up to the last new low of the loss above "
+                     f"{spec.floor:g}·L_0; unflagged runs only"),
+            Claim.of("stability", f"every run with γ_eff·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
+                     stability_verdict(r, spec.unstable_at, spec.stable_share)),
+            Claim.of("drift-kernel", "the NTK moves less during training as the width grows",
+                     below_zero(est["kernel"], "‖K_T − K_0‖_F/‖K_0‖_F")),
+            Claim.of("drift-weight", "the weights move less (relative to θ₀) as the width grows",
+                     below_zero(est["weight"], "‖θ_T − θ₀‖/‖θ₀‖")),
+        ]  # fmt: skip
+        return Analysis(claims=claims, summary=summary)
+
+    def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
+        t = np.asarray(cols["trace_step"][0], float)
+        width = cols["model.d_m"].astype(int)
+        widths = np.unique(width)
+        fig, axes = plt.subplots(1, 4, figsize=(18, 3.9), constrained_layout=True)
+        L, D, KD = trace(cols, "train_loss"), trace(cols, "weight_drift"), trace(cols, "kernel_drift")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.abs(np.diff(D, axis=1)) / np.diff(t)
+        tm = (t[1:] + t[:-1]) / 2
+        for w, color in zip(widths, _colors(len(widths)), strict=True):
+            s = width == w
+            label = f"d_m = {w}"
+            logband(axes[0], t, L[s], label, color)
+            logband(axes[1], tm, rate[s], label, color)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN epochs of diverged runs
+                plots.band(axes[2], t, KD[s], label, color)
+        axes[0].set_yscale("log")
+        axes[0].set_title("(a) training loss")
+        axes[1].set_yscale("log")
+        axes[1].set_title("(b) weight change rate  d/dt ‖θ_t − θ₀‖/‖θ₀‖")
+        axes[2].set_title("(c) NTK drift  ‖K_t − K₀‖_F/‖K₀‖_F")
+        for ax in axes[:3]:
+            ax.set_xlabel("epoch")
+            ax.legend(fontsize=7)
+        ax = axes[3]
+        ok = ~per_run(cols, spec.unstable_at)["unstable"]
+        slopes = analysis.summary["drift slopes (log–log vs d_m)"]
+        for name, y, marker in (("kernel", KD[:, -1], "o"), ("weight", D[:, -1], "s")):
+            ax.plot(width[ok], y[ok], marker, alpha=0.5, label=f"{name} drift at T (slope {slopes[name]['slope']})")
+            ax.plot(width[~ok], y[~ok], "x", color="red", label="flagged" if name == "kernel" and (~ok).any() else None)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("width d_m")
+        ax.set_title("(d) final drift against width")
+        ax.legend(fontsize=7)
+        fig.suptitle(f"{self.id}: τ₀ = d_m^−{cols['model.alpha'][0]:g}, {cols['model.init'][0]} init, "
+                     f"N = {cols['data.N'][0]}, step {spec.step_norm} (γ = {spec.gamma:g}); "
+                     f"{spec.reps * spec.seeds} repeats per width", fontsize=9)  # fmt: skip
+        return plots.save(fig, out, self.id.replace("wu2023-", "") + "_dynamics")
+
+
+FIG1 = Dynamics("wu2023-fig1", 0.5, "Wu et al. 2023, Fig. 1: training dynamics, τ₀ = d_m^−1/2")
+FIG9 = Dynamics("wu2023-fig9", 1.0, "Wu et al. 2023, Fig. 9: training dynamics, τ₀ = d_m^−1")
+
+
+# ---------------------------------------------------------------- init
+
+
+INIT_SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16], "init": list(INITS)},
+                  train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2)  # fmt: skip
+INIT_CPU = dict(model={"d_m": [128, 256, 512, 1024], "init": list(INITS)}, train={"max_steps": 100, "log_every": 10}, reps=3)
+INIT_PAPER = dict(model={"d_m": [128, 256, 512, 1024, 2048, 4096], "init": list(INITS)}, reps=5)
+
+
+def calibrate(cols) -> dict[tuple[str, int], float]:
+    """(init, d_m) -> median step-0 λ_max(K₀) over the runs given."""
+    lam = trace(cols, "lambda_max")[:, 0]
+    keys = list(zip(cols["model.init"], cols["model.d_m"].astype(int), strict=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: reported by the caller
+        return {k: float(np.nanmedian(lam[[i for i, x in enumerate(keys) if x == k]])) for k in dict.fromkeys(keys)}
+
+
+class InitComparison(Experiment):
+    id = "wu2023-init"
+    title = "Wu et al. 2023: LeCun / He against NTK initialisation (λ_min(K₀) and speed)"
+    description = DOC
+    Spec = InitSpec
+    scales = {"smoke": INIT_SMOKE, "cpu": INIT_CPU, "paper": INIT_PAPER}
+    tags = ("compare",)
+    assumptions = (
+        "Same γ: one raw lr = γ·16/max(d_m) for every init and width; same ratio: lr = c·N/λ̄_max(K₀) per (init, "
+        "width), λ̄_max the median step-0 λ_max of the same-γ runs (their own draws: the tag is part of the key).",
+        "Speed = log(L_T/L_0) at the last epoch; matched cells share (width, block, rep), not their draws.",
+        "cpu scale: 100 epochs, widths 128 … 1024 (all ≥ N, the regime of the λ_min slope fit).",
+    ) + Dynamics.assumptions[:1] + common.ASSUMPTIONS
+
+    def defaults(self):
+        return merge(common.DEFAULTS, {"train": TRAIN | {"log_every": 20, "log_dense_until": 5}})
+
+    def cells(self, spec: InitSpec, run=None) -> list[dict]:
+        same = expand(spec, [({"compare": "gamma"}, {})])  # validated, typed cells
+        lr = common.step(spec.gamma, max(c["model.d_m"] for c in same), spec.step_norm)
+        same = [c | {"train.lr": lr} for c in same]
+        if run is None:
+            return same
+        lam = calibrate(run(same))
+        bad = {k: v for k, v in lam.items() if not (np.isfinite(v) and v > 0)}
+        if bad:
+            raise AttnlabError(f"wu2023-init: no finite λ_max(K₀) to calibrate the 'ratio' step at (init, d_m) {bad}")
+        ratio = [c | {"train.lr": spec.c * c["data.N"] / lam[(c["model.init"], c["model.d_m"])]}
+                 for c in expand(spec, [({"compare": "ratio"}, {})])]  # fmt: skip
+        return same + ratio
+
+    def derive(self, table, spec: InitSpec):
+        return add_run_columns(table, spec.unstable_at)
+
+    def analyse(self, cols, spec: InitSpec) -> Analysis:
+        r = per_run(cols, spec.unstable_at)
+        width, init, cmp = cols["model.d_m"].astype(int), cols["model.init"], cols["compare"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            speed = np.log(r["loss_T"] / r["loss_0"])  # log(L_T/L_0): more negative = faster
+        N = int(np.max(cols["data.N"]))
+        w_min = spec.slope_from or N
+        rep = repeat_ids(cols, ("compare", "block", "rep"))
+        claims, slopes = [], {}
+        for name in INITS:
+            s = (init == name) & (width >= w_min)
+            slopes[name] = slope_estimate(width[s], r["lambda_min_0"][s], rep[s])
+        for name in ("lecun", "he", "ntk"):
+            e = slopes[name]
+            margin = spec.flat_margin if name == "ntk" else spec.lmin_margin
+            v = rules.equivalence(e["slope"], e["lo"], e["hi"], margin, "slope")
+            v = rules.Verdict(v.outcome, v.measured | {"repeats": len(e["per_repeat"]), "widths_from": w_min},
+                              v.rule, v.detail)  # fmt: skip
+            what = "grows ∝ d_m" if name != "ntk" else "stays flat in d_m"
+            claims.append(Claim.of(f"lmin-{name}", f"under {name} init λ_min(K₀) {what}", v,
+                                   f"log–log slope over d_m ≥ {w_min}, one slope per repeat"))  # fmt: skip
+        per = {}
+        for c in ("gamma", "ratio"):
+            tests = {}
+            for name in ("lecun", "he"):
+                diffs = _paired(cols, speed, c, name, "ntk")
+                tests[name] = rules.sign_test(diffs, alpha=spec.level, name=f"log(L_T/L_0)_ntk − log(L_T/L_0)_{name}")
+            per[c] = all_of(tests)
+        claims.append(Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ",
+                               per["gamma"], "paired over (width, block, rep)"))  # fmt: skip
+        claims.append(Claim.of("speed-ratio", f"LeCun and He init converge faster than NTK init at the same "
+                               f"γ·λ_max(K₀)/N = {spec.c:g}", per["ratio"], "paired over (width, block, rep)"))  # fmt: skip
+        claims.append(Claim.of("stability", f"every run with γ·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
+                               stability_verdict(r, spec.unstable_at, spec.stable_share)))  # fmt: skip
+        table = {}
+        for c in np.unique(cmp):
+            for name in INITS:
+                for w in np.unique(width):
+                    s = (cmp == c) & (init == name) & (width == w)
+                    if s.any():
+                        table.setdefault(str(c), {}).setdefault(name, {})[int(w)] = {
+                            "lr": _med(cols["train.lr"][s].astype(float)), "γ·λ_max(K₀)/N": _med(r["step_ratio"][s]),
+                            "λ_min(K₀)": _med(r["lambda_min_0"][s]), "λ_max(K₀)": _med(r["lambda_max_0"][s]),
+                            "L_T/L_0": _med(np.exp(speed[s])), "flagged": int(r["unstable"][s].sum()),
+                        }  # fmt: skip
+        summary = {
+            "λ_min(K₀) slopes": {k: _slope_measured(e) for k, e in slopes.items()},
+            "per comparison, init and width (medians)": table,
+            "γ·λ_max(K₀)/N per run": {f"{c}/{i}/{w}/{b}/{p}": rounded(x) for c, i, w, b, p, x in zip(
+                cmp, init, width, cols["block"], cols["rep"], r["step_ratio"], strict=True)},
+        }  # fmt: skip
+        return Analysis(claims=claims, summary=summary)
+
+    def figures(self, cols, spec: InitSpec, analysis: Analysis, out: Path) -> list[Path]:
+        r = per_run(cols, spec.unstable_at)
+        width, init, cmp = cols["model.d_m"].astype(int), cols["model.init"], cols["compare"]
+        t = np.asarray(cols["trace_step"][0], float)
+        L = trace(cols, "train_loss")
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
+        colors = dict(zip(INITS, ("tab:blue", "tab:orange", "tab:green"), strict=True))
+        slopes = analysis.summary["λ_min(K₀) slopes"]
+        ws = np.unique(width)
+        for name in INITS:
+            s = init == name
+            if not s.any():
+                continue
+            med = lambda v, s=s: [np.nanmedian(v[s & (width == w)]) for w in ws]
+            axes[0].plot(ws, med(r["lambda_min_0"]), "o-", color=colors[name],
+                         label=f"{name}: λ_min (slope {slopes[name]['slope']})")  # fmt: skip
+            axes[0].plot(ws, med(r["lambda_max_0"]), "s--", color=colors[name], alpha=0.6, label=f"{name}: λ_max")
+            for c, ls in (("gamma", "o-"), ("ratio", "s--")):
+                sc = s & (cmp == c)
+                if sc.any():
+                    q = [np.nanmedian(r["loss_T"][sc & (width == w)] / r["loss_0"][sc & (width == w)]) for w in ws]
+                    axes[1].plot(ws, q, ls, color=colors[name], label=f"{name}, same {c}")
+                    top = sc & (width == ws[-1])
+                    logband(axes[2], t, L[top], f"{name}, same {c}", colors[name], "-" if c == "gamma" else "--")
+        axes[0].set_title("NTK spectrum at init (median over runs)")
+        axes[0].set_yscale("log")
+        axes[1].set_title("final / initial training loss")
+        axes[1].set_yscale("log")
+        axes[2].set_title(f"training loss at d_m = {ws[-1]}")
+        axes[2].set_yscale("log")
+        axes[2].set_xlabel("epoch")
+        for ax in axes[:2]:
+            ax.set_xscale("log")
+            ax.set_xlabel("width d_m")
+        for ax in axes:
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{self.id}: τ₀ = d_m^−{cols['model.alpha'][0]:g}, N = {cols['data.N'][0]}; same γ: lr = "
+                     f"{spec.gamma:g}·16/{ws.max()}; same ratio: γ·λ_max(K₀)/N = {spec.c:g}", fontsize=9)  # fmt: skip
+        return plots.save(fig, out, "init_comparison")
+
+
+def _paired(cols, value, compare, a, b) -> np.ndarray:
+    """value[b] − value[a] over the (width, block, rep) cells of ``compare`` that both inits have."""
+    key = lambda i: (int(cols["model.d_m"][i]), int(cols["block"][i]), int(cols["rep"][i]))
+    sel = {name: {key(i): value[i] for i in np.flatnonzero((cols["compare"] == compare) & (cols["model.init"] == name))}
+           for name in (a, b)}  # fmt: skip
+    common_keys = sorted(set(sel[a]) & set(sel[b]))
+    return np.array([sel[b][k] - sel[a][k] for k in common_keys], float)
+
+
+INIT = InitComparison()
+EXPERIMENTS = (FIG1, FIG9, INIT)
