@@ -43,7 +43,8 @@ def test_list_prints_every_experiment():
 
 
 SMOKE_IDS = ["jiang2024-fig1", "jiang2024-fig3", "li2023-fig1", "li2023-fig3", "li2023-fig4"]
-OTHER_IDS = ["li2023-fig2", "li2023-noise", "li2023-init-error", "wu2023-fig1", "wu2023-fig9", "wu2023-init"]
+OTHER_IDS = ["li2023-fig2", "li2023-noise", "li2023-init-error", "wu2023-fig1", "wu2023-fig9", "wu2023-init",
+             "wu2023-width", "wu2023-ntk-limit"]
 
 
 def check_results_table(exp, table, v):

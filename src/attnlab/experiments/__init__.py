@@ -11,10 +11,13 @@ def registry() -> dict[str, Experiment]:
     from attnlab.experiments.li2023 import diagrams
     from attnlab.experiments.li2023 import fig3 as li_fig3
     from attnlab.experiments.li2023 import fig4 as li_fig4
-    from attnlab.experiments.wu2023 import dynamics
+    from attnlab.experiments.wu2023 import dynamics, limit, width
 
     li = (*diagrams.EXPERIMENTS[:2], li_fig3.EXPERIMENT, li_fig4.EXPERIMENT, *diagrams.EXPERIMENTS[2:])
-    return {e.id: e for e in (fig1.EXPERIMENT, fig3.EXPERIMENT, *li, *dynamics.EXPERIMENTS)}
+    return {
+        e.id: e
+        for e in (fig1.EXPERIMENT, fig3.EXPERIMENT, *li, *dynamics.EXPERIMENTS, *width.EXPERIMENTS, *limit.EXPERIMENTS)
+    }
 
 
 def get(exp_id: str) -> Experiment:
