@@ -22,7 +22,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,bench]"
+	$(BIN)/python benchmarks/bench_suite.py --check
 	$(BIN)/python benchmarks/bench_trainer.py --cells 64
+	$(BIN)/python benchmarks/bench_suite.py --cells 100 --json results/bench-jiang2024.json
 
 coverage: $(STAMP)
 	$(BIN)/python benchmarks/coverage_fig1.py --blocks 20 --json results/coverage-fig1.json

@@ -1,4 +1,4 @@
-"""Command line: ``attnlab list``, ``attnlab reproduce ID [--scale] [--out] [--set]``."""
+"""Command line: ``attnlab list``, ``attnlab reproduce ID [--scale] [--out] [--set]``, ``attnlab bench``."""
 
 from __future__ import annotations
 
@@ -60,6 +60,39 @@ def reproduce_cmd(
         table.add_row(c["id"], str(c["measured"]), c["expected"], style)
     out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command("bench")
+def bench_cmd(
+    suite: Annotated[str, typer.Option(help="the benchmark suite: jiang2024 (the jiang2024-fig1 grid)")] = "jiang2024",
+    cells: Annotated[int, typer.Option(help="cells drawn (seeded, spread over the grid)")] = 100,
+    baseline_cells: Annotated[
+        int | None,
+        typer.Option(help="cells the serial PyTorch baseline runs (a seeded sub-subset, extrapolated; default all, "
+                     "0 for none)"),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="seed of the cell selection")] = 0,
+    scale: Annotated[str, typer.Option(help="the experiment's scale the cells come from")] = "paper",
+    aot: Annotated[bool, typer.Option(help="also time the compilation alone, ahead of time")] = True,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write every number here")] = None,
+    quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
+) -> None:
+    """Time the engine on a seeded subset of a paper grid against a paper-style serial PyTorch loop
+    (needs the `bench` extra: `make bench` or `pip install torch==2.13.0`)."""
+    import json
+
+    from attnlab import bench
+
+    try:
+        report = bench.run_suite(suite, cells, baseline_cells, seed, scale, aot=aot, progress=not quiet, console=err)
+    except AttnlabError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(2) from None
+    bench.render(report, out)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2))
+        out.print(f"json: {json_path.resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
 if __name__ == "__main__":
