@@ -315,6 +315,53 @@ def format_validation_error(e: ValidationError, prefix: str = "") -> str:
 # ---------------------------------------------------------------- pipeline
 
 
+@dataclass
+class Trained:
+    """A trained cell rebuilt from its results row: the row (without its parameters), the cell's
+    fields, its bucket's static fields and Problem, its per-cell inputs ``v`` (key, batched
+    fields), its data as it was trained on (drawn again from the cell's key) and its saved final
+    parameters."""
+
+    row: dict
+    cell: dict
+    static: dict
+    problem: Any
+    v: dict
+    data: dict
+    params: dict
+
+
+def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
+    """Yield a :class:`Trained` per row of a results table written with ``train.save_params``
+    (a ``derive`` evaluates the trained models with it). One Problem and one compiled data
+    generator per bucket and padded size."""
+    import io
+
+    import jax
+    import jax.numpy as jnp
+
+    from attnlab.sweep import grid
+
+    built: dict = {}
+    rows = table.drop_columns(["params_npz"]).to_pylist()
+    for i, row in enumerate(rows):
+        cell = {k: v for k, v in row.items() if k.startswith(tuple(f"{k}." for k in P.PART_KINDS))
+                or k in P.KEY_ONLY or k in tags}  # fmt: skip
+        comp = P.Composition.of(cell, tags)
+        static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
+        pads = {f: cell[f] for f in comp.size_fields()}
+        sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
+        if sig not in built:
+            problem = comp.problem(static, pads)
+            built[sig] = (problem, jax.jit(problem.make_data), comp.shared(static))
+        problem, make, shared = built[sig]
+        v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [cell]).items()}
+        with jax.enable_x64(static.get("train.dtype") == "float64"):
+            data = make(v["key"], v, shared)
+        params = dict(np.load(io.BytesIO(table.column("params_npz")[i].as_py())))
+        yield Trained(row, cell, static, problem, v, data, params)
+
+
 def table_columns(table: pa.Table) -> dict[str, np.ndarray]:
     return {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
 

@@ -26,7 +26,6 @@ k = ``k_claim``; 95 % t intervals over cells):
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import jax
@@ -39,9 +38,7 @@ from pydantic import Field, NonNegativeInt
 from attnlab import plots, rules
 from attnlab.data import sparsify
 from attnlab.experiments import li2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded
-from attnlab.problem import Composition
-from attnlab.sweep import grid
+from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded, trained_cells
 from attnlab.train import stream
 
 
@@ -109,26 +106,15 @@ class Fig4(Experiment):
         and strategy, k_removed, test_loss, test_hinge, test_error."""
         ks = np.arange(0, spec.k_max + 1, spec.k_step)
         rows = []
-        base = table.drop_columns([c for c in table.column_names if c in ("params_npz", "test_loss", "test_error")])
-        cells = base.to_pylist()
-        compiled = {}  # one program per bucket (static fields and N)
-        for i, cell in enumerate(cells):
-            fields = {k: v for k, v in cell.items() if k.startswith(("data.", "model.", "train.")) or k in
-                      ("seed", "block", "rep")}  # fmt: skip
-            comp = Composition.of(fields)
-            static = {k: v for k, v in fields.items() if comp.classify(k) == "static"}
-            pads = {f: fields[f] for f in comp.size_fields()}
-            sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
-            if sig not in compiled:
-                problem = comp.problem(static, pads)
-                fn = jax.jit(lambda p, X, y, key, pr=problem: _removed(pr.apply, pr.loss.fn, p, X, y, key, ks))
-                compiled[sig] = (problem, fn, jax.jit(problem.make_data))
-            problem, fn, make = compiled[sig]
-            v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [fields]).items()}
-            data = make(v["key"], v, comp.shared(static))
-            params = dict(np.load(io.BytesIO(table.column("params_npz")[i].as_py())))
-            with jax.enable_x64(static.get("train.dtype") == "float64"):
-                res = np.asarray(fn(params, data["X_test"], data["y_test"], stream(v["key"], "val")))
+        compiled = {}  # one evaluation program per Problem (bucket and N)
+        for t in trained_cells(table):
+            if id(t.problem) not in compiled:
+                pr = t.problem
+                compiled[id(pr)] = jax.jit(lambda p, X, y, key, pr=pr: _removed(pr.apply, pr.loss.fn, p, X, y, key, ks))
+            with jax.enable_x64(t.static.get("train.dtype") == "float64"):
+                res = np.asarray(compiled[id(t.problem)](t.params, t.data["X_test"], t.data["y_test"],
+                                                         stream(t.v["key"], "val")))  # fmt: skip
+            cell = {k: v for k, v in t.row.items() if k not in ("test_loss", "test_error")}
             cell["train_strategy"] = cell.pop("strategy")  # provenance; "strategy" names the removal here
             for j, s in enumerate(sparsify.STRATEGIES):
                 for m, k in enumerate(ks):

@@ -34,7 +34,6 @@ Claims, fixed before any run (α, token norm and thresholds are Spec fields; int
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Literal
 
@@ -48,10 +47,8 @@ from scipy import stats
 
 from attnlab import ntk, plots, rules, theory
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded, trained_cells
 from attnlab.models import wu2023 as wu_model
-from attnlab.problem import Composition
-from attnlab.sweep import grid
 
 MEASURES = ("ntk_error", "qk_share", "logit_std", "attn_tv", "attn_entropy")
 
@@ -202,33 +199,18 @@ class Limit(Experiment):
 
     def derive(self, table: pa.Table, spec: Spec) -> pa.Table:
         """One row per cell: its columns (without its parameters) and the MEASURES."""
-        base = table.drop_columns([c for c in table.column_names if c == "params_npz"])
-        make = {}
         rows = []
-        for i, cell in enumerate(base.to_pylist()):
-            fields = {k: v for k, v in cell.items() if k.startswith(("data.", "model.", "train.")) or k in
-                      ("seed", "block", "rep")}  # fmt: skip
-            comp = Composition.of(fields)
-            static = {k: v for k, v in fields.items() if comp.classify(k) == "static"}
-            pads = {f: fields[f] for f in comp.size_fields()}
-            sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
-            if sig not in make:
-                make[sig] = comp.problem(static, pads).make_data
-            v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [fields]).items()}
-            data = make[sig](v["key"], v, comp.shared(static))
-            n = min(spec.n_ntk, int(fields["data.N"]))
-            X = np.asarray(data["X"][:n], np.float64)
-            params = {
-                k: np.asarray(p, np.float64)
-                for k, p in np.load(io.BytesIO(table.column("params_npz")[i].as_py())).items()
-            }
+        for t in trained_cells(table):
+            n = min(spec.n_ntk, int(t.cell["data.N"]))
+            X = np.asarray(t.data["X"][:n], np.float64)
+            params = {k: np.asarray(p, np.float64) for k, p in t.params.items()}
             hp = wu_model.PART.hparams(
-                {k[6:]: x for k, x in static.items() if k.startswith("model.") and k != "model.name"},
-                {"tokens": fields["data.d_s"], "d": fields["data.d"]},
+                {k[6:]: x for k, x in t.static.items() if k.startswith("model.") and k != "model.name"},
+                {"tokens": t.cell["data.d_s"], "d": t.cell["data.d"]},
             )
             with jax.enable_x64(True):
-                res = _measures(hp, params, X)
-                res = {k: float(x) for k, x in res.items()}
+                res = {k: float(x) for k, x in _measures(hp, params, X).items()}
+            cell = t.row
             rows.append(cell | res | {"n_ntk": n})
         return pa.Table.from_pylist(rows)
 
