@@ -88,14 +88,14 @@ def test_power_law_recovers_the_exponent_and_the_verdicts_can_fail(p):
     margins = {2: (1.5, 2.5), 4: (3.0, 5.0)}
     for favoured, margin in margins.items():
         want = rules.PASS if favoured == p else rules.FAIL
-        assert phase.exponent_verdict(law, favoured, 6 - favoured, margin).outcome == want, (favoured, law)
+        assert phase.exponent_verdict(law, margin).outcome == want, (favoured, law)
         assert phase.likelihood_verdict(law, favoured, 2.0).outcome == want, (favoured, law)
 
 
 def test_power_law_without_a_boundary_is_inconclusive():
     a, n, _ = phase_grid(2, 1.0)
     assert phase.power_law(a, n, np.ones(len(a), bool), N_BOOT, seed=0) is None
-    assert phase.exponent_verdict(None, 2, 4, (1.5, 2.5)).outcome == rules.INCONCLUSIVE
+    assert phase.exponent_verdict(None, (1.5, 2.5)).outcome == rules.INCONCLUSIVE
     assert phase.likelihood_verdict(None, 2, 2.0).outcome == rules.INCONCLUSIVE
 
 

@@ -72,7 +72,7 @@ class AlphaDiagram(LiDiagram):
         )
         claims.append(Claim.of(
             "exponent", f"N_c ∝ α_*^−{self.favoured:g}: the free exponent p of N·α_*^p = C",
-            phase.exponent_verdict(law, self.favoured, 6 - self.favoured, spec.p_margin)))  # fmt: skip
+            phase.exponent_verdict(law, spec.p_margin)))  # fmt: skip
         claims.append(Claim.of(
             "likelihood", f"p = {self.favoured:g} explains the runs better than p = {6 - self.favoured:g}",
             phase.likelihood_verdict(law, self.favoured, spec.min_log_ratio)))  # fmt: skip

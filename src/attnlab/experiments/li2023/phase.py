@@ -156,8 +156,8 @@ def iterations(alpha: np.ndarray, N: np.ndarray, steps: np.ndarray, n_boot: int,
     return theory.Estimate(*theory.bootstrap(stat, len(y), n_boot, seed), n_boot=n_boot)
 
 
-def exponent_verdict(law: dict | None, target: float, other: float, margin: tuple[float, float]) -> rules.Verdict:
-    """p of the power law inside ``margin`` around the paper's ``target`` (equivalence)."""
+def exponent_verdict(law: dict | None, margin: tuple[float, float]) -> rules.Verdict:
+    """p of the power law inside ``margin`` (around the paper's exponent): equivalence."""
     if law is None:
         return rules.Verdict(rules.INCONCLUSIVE, {}, f"p inside {list(margin)}", "no boundary inside the grid")
     p = law["p"]
