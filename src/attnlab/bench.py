@@ -50,6 +50,7 @@ from rich.table import Table
 
 from attnlab import train as T
 from attnlab.errors import AttnlabError
+from attnlab.experiments.base import cell_parts, table_columns
 from attnlab.problem import KEY_ONLY, Composition
 from attnlab.sweep import executors, grid
 from attnlab.sweep.store import Store
@@ -239,8 +240,6 @@ def gemm_flops_jax(n: int = 2048, repeats: int = 10) -> dict:
 
 
 def _cols(store: Store, cells: list[dict]) -> dict[str, np.ndarray]:
-    from attnlab.experiments.base import table_columns
-
     return table_columns(store.assemble([grid.cell_id(c) for c in cells], write=False))
 
 
@@ -388,12 +387,8 @@ def _check_recipe(cell: dict) -> None:
 def cell_data(cell: dict, tags=()) -> dict[str, np.ndarray]:
     """The cell's training set (its N samples, unpadded) and test set, drawn by attnlab's data
     model from the cell's own key: the same arrays the engine trains on."""
-    comp = Composition.of(cell, tuple(tags))
-    N = int(cell["data.N"])
-    static = {k: cell[k] for k in cell if comp.classify(k) == "static"}
-    problem = comp.problem(static, {"data.N": N})
-    v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [cell]).items()}
-    data = problem.make_data(v["key"], v, comp.shared(static))
+    comp, static, pads, v = cell_parts(cell, tuple(tags))
+    data = comp.problem(static, pads).make_data(v["key"], v, comp.shared(static))
     return {k: np.asarray(data[k]) for k in ("X", "y", "X_test", "y_test")}
 
 

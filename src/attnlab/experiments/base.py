@@ -148,6 +148,14 @@ def rounded(x, digits: int = 4):
     return float(np.round(x, digits)) if x is not None and np.isfinite(x) else None
 
 
+def t_summary(values, digits: int = 4) -> dict:
+    """Mean, 95 % t interval and sd of independent values (repeats, cells), JSON-friendly."""
+    from attnlab.rules import t_interval
+
+    m, lo, hi, sd = t_interval(values)
+    return {"mean": rounded(m, digits), "ci95": [rounded(lo, digits), rounded(hi, digits)], "sd": rounded(sd, digits)}
+
+
 # ---------------------------------------------------------------- parts, axes and cells
 
 
@@ -331,6 +339,20 @@ class Trained:
     params: dict
 
 
+def cell_parts(cell: dict, tags: tuple[str, ...] = ()):
+    """(composition, static fields, its own padded sizes, per-cell inputs v) of one cell: what
+    rebuilding its Problem and drawing its data again from its key take."""
+    import jax.numpy as jnp
+
+    from attnlab.sweep import grid
+
+    comp = P.Composition.of(cell, tuple(tags))
+    static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
+    pads = {f: cell[f] for f in comp.size_fields()}
+    v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [cell]).items()}
+    return comp, static, pads, v
+
+
 def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
     """Yield a :class:`Trained` per row of a results table written with ``train.save_params``
     (a ``derive`` evaluates the trained models with it). One Problem and one compiled data
@@ -338,24 +360,18 @@ def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
     import io
 
     import jax
-    import jax.numpy as jnp
-
-    from attnlab.sweep import grid
 
     built: dict = {}
     rows = table.drop_columns(["params_npz"]).to_pylist()
     for i, row in enumerate(rows):
         cell = {k: v for k, v in row.items() if k.startswith(tuple(f"{k}." for k in P.PART_KINDS))
                 or k in P.KEY_ONLY or k in tags}  # fmt: skip
-        comp = P.Composition.of(cell, tags)
-        static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
-        pads = {f: cell[f] for f in comp.size_fields()}
+        comp, static, pads, v = cell_parts(cell, tags)
         sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
         if sig not in built:
             problem = comp.problem(static, pads)
             built[sig] = (problem, jax.jit(problem.make_data), comp.shared(static))
         problem, make, shared = built[sig]
-        v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [cell]).items()}
         with jax.enable_x64(static.get("train.dtype") == "float64"):
             data = make(v["key"], v, shared)
         params = dict(np.load(io.BytesIO(table.column("params_npz")[i].as_py())))

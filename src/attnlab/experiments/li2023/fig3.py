@@ -42,7 +42,7 @@ from pydantic import Field, PositiveFloat
 
 from attnlab import plots, rules
 from attnlab.experiments import li2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary
 
 
 class Spec(ExperimentSpec):
@@ -100,7 +100,7 @@ class Fig3(Experiment):
         qm, qlo, qhi, qsd = rules.t_interval(q)
         at100 = A[:, np.searchsorted(t, min(100, t[-1]))]
         summary = {
-            "repeats": len(A), "A(0)": _stat(A0), f"A(t={int(min(100, t[-1]))})": _stat(at100), "A(T)": _stat(AT),
+            "repeats": len(A), "A(0)": t_summary(A0), f"A(t={int(min(100, t[-1]))})": t_summary(at100), "A(T)": t_summary(AT),
             "T": int(t[-1]), "q per repeat (late phase)": [rounded(x, 3) for x in q],
             "q": {"mean": rounded(qm), "ci95": [rounded(qlo), rounded(qhi)], "fit": [rounded(t0, 1), int(t[-1])],
                   "r2": rounded(np.mean(r2), 4)},
@@ -168,11 +168,6 @@ class Fig3(Experiment):
 def _first(t, a, level):
     hit = np.flatnonzero(a >= level)
     return int(t[hit[0]]) if len(hit) else None
-
-
-def _stat(v):
-    m, lo, hi, sd = rules.t_interval(v)
-    return {"mean": rounded(m), "ci95": [rounded(lo), rounded(hi)], "sd": rounded(sd)}
 
 
 EXPERIMENT = Fig3()

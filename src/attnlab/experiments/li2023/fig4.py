@@ -38,7 +38,16 @@ from pydantic import Field, NonNegativeInt
 from attnlab import plots, rules
 from attnlab.data import sparsify
 from attnlab.experiments import li2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded, trained_cells
+from attnlab.experiments.base import (
+    Analysis,
+    Claim,
+    Experiment,
+    ExperimentSpec,
+    merge,
+    rounded,
+    t_summary,
+    trained_cells,
+)
 from attnlab.train import stream
 
 
@@ -134,9 +143,9 @@ class Fig4(Experiment):
 
         d = {s: delta(s) for s in sparsify.STRATEGIES}
         summary = {"cells": len(cells), "k_claim": kc,
-                   "test loss before removal": _stat(np.array([loss[(ids == c) & (k == 0)][0] for c in cells])),
+                   "test loss before removal": t_summary(np.array([loss[(ids == c) & (k == 0)][0] for c in cells]), 5),
                    "test error before removal": rounded(np.mean(cols["test_error"][k == 0]), 5)} | {
-            f"Δ test loss at k={kc}: {s}": _stat(v) for s, v in d.items()}  # fmt: skip
+            f"Δ test loss at k={kc}: {s}": t_summary(v, 5) for s, v in d.items()}  # fmt: skip
         ks = np.unique(k)
         summary["mean Δ test loss per k"] = {"k": ks.tolist()} | {
             s: [rounded(np.mean([loss[(ids == c) & (strat == s) & (k == kk)][0] - loss[(ids == c) & (strat == s) & (k == 0)][0]
@@ -172,11 +181,6 @@ class Fig4(Experiment):
             ax.legend(fontsize=7)
         axes[0].set_title(f"{self.title.split(':')[0]}: mean ± std over {len(np.unique(cols['id']))} trained ViTs")
         return plots.save(fig, out, "fig4_sparsification")
-
-
-def _stat(v: np.ndarray) -> dict:
-    m, lo, hi, sd = rules.t_interval(v)
-    return {"mean": rounded(m, 5), "ci95": [rounded(lo, 5), rounded(hi, 5)], "sd": rounded(sd, 5)}
 
 
 def _below_zero(v: np.ndarray, name: str) -> rules.Verdict:

@@ -47,7 +47,16 @@ from scipy import stats
 
 from attnlab import ntk, plots, rules, theory
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, merge, rounded, trained_cells
+from attnlab.experiments.base import (
+    Analysis,
+    Claim,
+    Experiment,
+    ExperimentSpec,
+    merge,
+    rounded,
+    t_summary,
+    trained_cells,
+)
 from attnlab.models import wu2023 as wu_model
 
 MEASURES = ("ntk_error", "qk_share", "logit_std", "attn_tv", "attn_entropy")
@@ -109,8 +118,7 @@ def loglog_slope(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int) -> theory
 
 def at_width(values: np.ndarray) -> dict:
     """Mean and t interval over the reps at one width."""
-    m, lo, hi, sd = rules.t_interval(values)
-    return {"mean": rounded(m, 5), "ci95": [rounded(lo, 5), rounded(hi, 5)], "sd": rounded(sd, 5), "n": len(values)}
+    return t_summary(values, 5) | {"n": len(values)}
 
 
 def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
