@@ -27,8 +27,8 @@ BASE = dict(dtype="float64", loss_threshold=0.05, max_steps=60, log_every=7, log
 CELLS = [
     tiny_cell(mu=6.0, N=2, lr=0.5, **BASE),
     tiny_cell(mu=1.0, N=8, lr=0.1, **BASE),
-    tiny_cell(mu=3.0, N=4, lr=0.3, rep=1, **BASE),
-    tiny_cell(mu=4.5, N=6, lr=0.2, rep=11, **BASE),
+    tiny_cell(mu=3.0, N=4, lr=0.8, rep=1, **BASE),
+    tiny_cell(mu=4.5, N=6, lr=0.6, rep=11, **BASE),
 ]
 PADS = {"data.N": 8}
 

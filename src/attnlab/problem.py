@@ -64,7 +64,11 @@ class Model:
     """A model: ``hparams(s, shape)`` -> its frozen Hparams; ``init(key, hp, dtype)``;
     ``apply(params, x, hp) -> (f, aux)`` for one sample; ``trainable(hp)``; ``groups(hp)``:
     learning-rate group -> parameter names; ``sizes(hp)``: (parameter count, activations per
-    sample) for memory estimates."""
+    sample) for memory estimates.
+
+    Fast paths (used when ``train.fast``, each exact and tested against the plain path):
+    ``fast_apply(params, x, hp)``, the same function computed more cheaply; ``dual(hp)``, the
+    model's :class:`attnlab.train.Dual` form for full-batch gd / momentum."""
 
     name: str
     version: int
@@ -77,6 +81,8 @@ class Model:
     trainable: Callable[[Any], tuple[str, ...]]
     groups: Callable[[Any], dict[str, tuple[str, ...]]]
     sizes: Callable[[Any], tuple[int, int]]
+    fast_apply: Callable[..., tuple] | None = None
+    dual: Callable[[Any], T.Dual] | None = None
 
 
 class Recipe(PartSpec):
@@ -104,9 +110,14 @@ class Recipe(PartSpec):
     probes: str = Field("", description="the probe set recorded on the log schedule ('' for none)")
     dtype: Literal["float32", "float64"] = Field("float32", description="training precision")
     save_params: bool = Field(False, description="store each cell's final parameters")
+    fast: bool = Field(
+        True,
+        description="use the model's exact fast paths (a cheaper apply; the dual Gram form under full-batch "
+        "gd/momentum when N·L < d); false: the plain path",
+    )
 
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 RECIPE_STATIC = tuple(f for f in Recipe.model_fields if f not in ("lr", "lr_mult"))
 RECIPE_BATCHED = ("lr",)
 
@@ -143,6 +154,7 @@ class Context:
 @functools.cache
 def registry() -> dict[str, dict[str, Any]]:
     """Every registered part, by kind and name."""
+    from attnlab.data import images as d_images
     from attnlab.data import jiang2024 as d_jiang
     from attnlab.data import li2023 as d_li
     from attnlab.data import pool as d_pool
@@ -152,11 +164,15 @@ def registry() -> dict[str, dict[str, Any]]:
     from attnlab.experiments.wu2023 import probes as p_wu
     from attnlab.models import jiang2024 as m_jiang
     from attnlab.models import li2023 as m_li
+    from attnlab.models import vit as m_vit
     from attnlab.models import wu2023 as m_wu
 
     return {
-        "data": {p.name: p for p in (d_jiang.PART, d_li.PART, d_pool.PART, d_wu.PART)},
-        "model": {p.name: p for p in (m_jiang.PART, m_li.PART_VIT, m_li.PART_CNN, m_li.PART_LINEAR, m_wu.PART)},
+        "data": {p.name: p for p in (d_jiang.PART, d_images.PART, d_li.PART, d_pool.PART, d_wu.PART)},
+        "model": {
+            p.name: p
+            for p in (m_jiang.PART, m_li.PART_VIT, m_li.PART_CNN, m_li.PART_LINEAR, m_vit.PART, m_wu.PART)
+        },
         "probes": {p.name: p for p in (p_jiang.PROBES, p_li.PROBES, p_wu.PROBES)},
     }
 
@@ -270,7 +286,8 @@ class Composition:
         hp = self._hp(static)
         data_pads = {k.removeprefix("data."): n for k, n in pads.items()}
         loss = T.LOSSES[recipe.loss]
-        apply = lambda params, x: self.model.apply(params, x, hp)
+        model_apply = self.model.fast_apply if recipe.fast and self.model.fast_apply else self.model.apply
+        apply = lambda params, x: model_apply(params, x, hp)
 
         def make_data(key, v, shared):
             return self.data.make(key, split(v, "data"), ds, data_pads, shared, dtype)
@@ -291,7 +308,19 @@ class Composition:
             probes=probes,
             array_probes=array_probes,
             stop_fn=STOP_FNS[recipe.stop_on],
+            dual=self._dual(recipe, hp, data_pads, ds),
         )
+
+    def _dual(self, recipe: Recipe, hp, data_pads: dict, ds: dict) -> T.Dual | None:
+        """The model's dual form where it is exact (full-batch gd / momentum) and cheaper: a
+        step costs (N·L)²·width against N·L·d·width in the plain form, so it needs N·L < d
+        (N: the padded training set, L: tokens per sample)."""
+        if not (recipe.fast and self.model.dual and recipe.batch_size == 0 and recipe.optimizer in ("gd", "momentum")):
+            return None
+        shape = self.data.input_shape(ds)
+        if "N" not in data_pads or data_pads["N"] * shape["tokens"] >= shape["d"]:
+            return None
+        return self.model.dual(hp)
 
     def train_config(self, static: dict) -> T.TrainConfig:
         r = Recipe(**split(static, "train"))

@@ -34,6 +34,16 @@ every cell is done, and the probe and stop schedules are real branches. Per cell
 Randomness: every stream is ``fold_in(cell key, STREAMS[name])`` with a fixed integer id, so
 adding a stream later changes no existing one.
 
+Dual (Gram) form, a fast path a model may declare (:class:`Dual`): parameters W that enter the
+model only through token projections P_W = X W (X: the training tokens stacked, n·L × d) move,
+under full-batch GD or momentum, only inside the row space of X, W_t = W_0 + Xᵀ A_t, so
+
+    P_W(t) = X W_0 + G A_t,   G = X Xᵀ,   A_{t+1} = A_t + update(∂L/∂P_W)
+
+with the optimiser's own (linear) update applied to A. A step then costs (nL)²·width instead of
+nL·d·width, and W_t = W_0 + Xᵀ A_t is rebuilt only where a probe, the final metrics or the saved
+parameters need it. Exact in exact arithmetic; tests check it against the plain path.
+
 Reference path (:func:`train_reference`): the same per-cell functions, one cell at a time, in a
 Python loop. Tests check that both paths agree.
 """
@@ -93,6 +103,18 @@ LOSSES: dict[str, Loss] = {
 
 
 @dataclass(frozen=True)
+class Dual:
+    """A model's dual form (see the module docstring): ``projected`` are the parameters W used
+    only as P_W = tokens @ W; ``tokens(x)`` -> the (L, d) tokens of one sample;
+    ``apply(params, P, x)`` -> (f, aux) for one sample, where ``P[name]`` = its (L, width)
+    projection and ``params`` holds the other parameters."""
+
+    projected: tuple[str, ...]
+    tokens: Callable[[Any], jax.Array]
+    apply: Callable[[Params, dict, Any], tuple[jax.Array, Any]]
+
+
+@dataclass(frozen=True)
 class Problem:
     """Everything the trainer needs about one cell (data + model + loss + probes).
 
@@ -110,6 +132,7 @@ class Problem:
     array_probes(params, data, v, aux) -> dict of arrays, on ``array_log_steps``
     stop_fn(f, y)     -> the per-sample quantity whose training mean the stop rule judges
                          (None: the loss)
+    dual              -> a :class:`Dual` form to train in (full-batch gd or momentum only), or None
 
     ``v`` is the cell's dict of per-cell values (the batched inputs, with its ``key``).
     """
@@ -124,6 +147,11 @@ class Problem:
     probes: Callable[[Params, dict, dict, Any], dict] | None = None
     array_probes: Callable[[Params, dict, dict, Any], dict] | None = None
     stop_fn: Callable[[jax.Array, jax.Array], jax.Array] | None = None
+    dual: Dual | None = None
+
+    def __post_init__(self):
+        if self.dual is not None and not set(self.dual.projected) <= set(self.trainable):
+            raise ValueError(f"dual: projected {self.dual.projected} must be trained parameters {self.trainable}")
 
 
 def _check_steps(name: str, steps: tuple[int, ...], max_steps: int) -> None:
@@ -203,14 +231,66 @@ def _objective(problem: Problem, fixed, X, y, mask):
 
     def L(train):
         f, aux = _vapply(problem, {**train, **fixed}, X)
-        loss = masked_mean(problem.loss.fn(f, y), mask)
-        judged = loss if problem.stop_fn is None else masked_mean(problem.stop_fn(f, y), mask)
+        loss, judged = _judged(problem, f, y, mask)
         return loss, (aux, judged)
 
     return L
 
 
+def _judged(problem: Problem, f, y, mask):
+    loss = masked_mean(problem.loss.fn(f, y), mask)
+    return loss, (loss if problem.stop_fn is None else masked_mean(problem.stop_fn(f, y), mask))
+
+
+def _flat_tokens(problem: Problem, X):
+    """The training tokens of every sample stacked: (n·L, d)."""
+    Xt = jax.vmap(problem.dual.tokens)(X)
+    return Xt.reshape(-1, Xt.shape[-1])
+
+
+def _to_dual(problem: Problem, data, train):
+    """Dual state of a cell at θ_0: A = 0 for each projected W; G = X Xᵀ, P_0 = X W_0 and W_0
+    go into ``data["dual"]`` (per-cell constants)."""
+    Xf = _flat_tokens(problem, data["X"])
+    proj = problem.dual.projected
+    consts = {"G": Xf @ Xf.T, "P0": {n: Xf @ train[n] for n in proj}, "W0": {n: train[n] for n in proj}}
+    A = {n: jnp.zeros_like(consts["P0"][n]) for n in proj}
+    return {**data, "dual": consts}, {**{k: x for k, x in train.items() if k not in proj}, **A}
+
+
+def _dual_objective(problem: Problem, fixed, data):
+    """(P, rest) -> (mean training loss, (aux, J)) in the dual form."""
+    X, y, mask = data["X"], data["y"], data["mask"]
+    n = y.shape[0]
+
+    def L(P, rest):
+        Pi = {k: p.reshape(n, -1, p.shape[-1]) for k, p in P.items()}
+        f, aux = jax.vmap(lambda x, p: problem.dual.apply({**rest, **fixed}, p, x))(X, Pi)
+        loss, judged = _judged(problem, f, y, mask)
+        return loss, (aux, judged)
+
+    return L
+
+
+def _dual_split(problem: Problem, train, data):
+    """(P_t = P_0 + G A_t, the other trained parameters)."""
+    dd = data["dual"]
+    P = {n: dd["P0"][n] + dd["G"] @ train[n] for n in problem.dual.projected}
+    return P, {k: x for k, x in train.items() if k not in problem.dual.projected}
+
+
+def plain_params(problem: Problem, train, fixed, data) -> Params:
+    """Every parameter in the model's own form: W = W_0 + Xᵀ A for the dual's projected ones."""
+    if problem.dual is None:
+        return {**train, **fixed}
+    Xf, dd = _flat_tokens(problem, data["X"]), data["dual"]
+    W = {n: dd["W0"][n] + Xf.T @ train[n] for n in problem.dual.projected}
+    return {**train, **fixed, **W}
+
+
 def _full_loss(problem: Problem, train, fixed, data):
+    if problem.dual is not None:
+        return _dual_objective(problem, fixed, data)(*_dual_split(problem, train, data))
     return _objective(problem, fixed, data["X"], data["y"], data["mask"])(train)
 
 
@@ -233,7 +313,12 @@ def _batch(cfg: TrainConfig, data, v, t):
 
 
 def _step_loss(problem: Problem, cfg: TrainConfig, train, fixed, data, v, t):
-    """(loss of the step's batch, per-sample aux of that batch), gradient."""
+    """(loss of the step's batch, per-sample aux of that batch), gradient. In the dual form the
+    gradient of a projected W is ∂L/∂P_W: the step of its coefficients A."""
+    if problem.dual is not None:
+        P, rest = _dual_split(problem, train, data)
+        value, (gP, g) = jax.value_and_grad(_dual_objective(problem, fixed, data), argnums=(0, 1), has_aux=True)(P, rest)
+        return value, {**g, **gP}
     if cfg.batch_size:
         X, y, mask = _batch(cfg, data, v, t)
     else:
@@ -254,6 +339,10 @@ def _optimizer(problem: Problem, cfg: TrainConfig, lr, train):
 def _start(problem: Problem, cfg: TrainConfig, v: dict, shared):
     data = problem.make_data(v["key"], v, shared)
     train, fixed = _split(problem, problem.init(stream(v["key"], "init"), v))
+    if problem.dual is not None:
+        if cfg.batch_size or cfg.optimizer not in ("gd", "momentum"):
+            raise ValueError("the dual form needs full-batch gd or momentum (a linear update)")
+        data, train = _to_dual(problem, data, train)
     opt_state = _optimizer(problem, cfg, v["lr"], train).init(train)
     return data, train, fixed, opt_state
 
@@ -265,7 +354,7 @@ def _update(problem: Problem, cfg: TrainConfig, grads, opt_state, train, lr):
 
 def _final_metrics(problem: Problem, cfg: TrainConfig, train, fixed, data):
     """Loss and the loss's metrics on the training set (masked) and the test set, at θ."""
-    p = {**train, **fixed}
+    p = plain_params(problem, train, fixed, data)
     out = {}
     for split, X, y, mask in (
         ("train", data["X"], data["y"], data["mask"]),
@@ -284,12 +373,14 @@ def _recorders(problem: Problem, cfg: TrainConfig):
     if cfg.log_steps:
 
         def scalars(train, fixed, data, v, aux, loss):
-            vals = problem.probes({**train, **fixed}, data, v, aux) if problem.probes else {}
+            vals = problem.probes(plain_params(problem, train, fixed, data), data, v, aux) if problem.probes else {}
             return vals | {"train_loss": loss}
 
         out.append(("traces", cfg.log_steps, scalars))
     if cfg.array_log_steps and problem.array_probes:
-        arrays = lambda train, fixed, data, v, aux, loss: problem.array_probes({**train, **fixed}, data, v, aux)
+        arrays = lambda train, fixed, data, v, aux, loss: problem.array_probes(
+            plain_params(problem, train, fixed, data), data, v, aux
+        )
         out.append(("arrays", cfg.array_log_steps, arrays))
     return out
 
@@ -406,7 +497,7 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
                 for p in r
             }
         if cfg.save_params:
-            out["params"] = {**cell["train"], **fixed}
+            out["params"] = jax.vmap(lambda tr, f, d: plain_params(problem, tr, f, d))(cell["train"], fixed, data)
         return out
 
     def one_cell(v1, shared):  # the batched functions on a batch of one cell, run to its own stop
@@ -420,6 +511,25 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
 
 
 _PROGRAMS: dict[tuple, _Programs] = {}
+
+
+def enable_compile_cache() -> str | None:
+    """Keep compiled programs on disk across processes (JAX's persistent compilation cache), so
+    a rerun or a resumed run of the same buckets skips compilation: the fixed cost of small grids.
+    Directory: ``$ATTNLAB_COMPILE_CACHE``, else ``<user cache>/attnlab/jax``; ``off`` (or ``0``)
+    disables it. Returns the directory used, or None."""
+    import os
+
+    where = os.environ.get("ATTNLAB_COMPILE_CACHE", "")
+    if where.lower() in ("off", "0", "false", "none"):
+        return None
+    if not where:
+        import platformdirs
+
+        where = os.path.join(platformdirs.user_cache_dir("attnlab"), "jax")
+    jax.config.update("jax_compilation_cache_dir", where)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return where
 
 
 def default_strategy() -> str:
@@ -488,12 +598,18 @@ def _run_vmap(progs: _Programs, cfg: TrainConfig, v: dict, shared, segment: int,
         done = np.asarray(c["cells"]["done"])
         fresh = done & ~reported & (rows >= 0)
         if fresh.any():
-            res = jax.tree.map(np.asarray, progs.finish(c["cells"], fixed, data, v, c["k"]))
+            # only the cells that just stopped are evaluated (the test set once per cell), as a
+            # batch padded to a power of two so that finish compiles for few sizes
+            idx = np.flatnonzero(fresh)
+            n = len(idx)
+            pad = np.concatenate([idx, np.full((1 << int(np.ceil(np.log2(n)))) - n, idx[0])])
+            sub = lambda tree: _take(tree, pad)  # noqa: B023
+            res = jax.tree.map(np.asarray, progs.finish(sub(c["cells"]), sub(fixed), sub(data), sub(v), c["k"]))
             if out is None:
                 out = jax.tree.map(lambda x: np.empty((B, *x.shape[1:]), x.dtype), res)
 
             for o, x in zip(jax.tree.leaves(out), jax.tree.leaves(res), strict=True):
-                o[rows[fresh]] = x[fresh]
+                o[rows[idx]] = x[:n]
             reported |= fresh
         running = np.flatnonzero(~done & (rows >= 0))
         if len(running) == 0:
@@ -555,5 +671,5 @@ def train_reference(problem: Problem, cfg: TrainConfig, v: dict, shared=None) ->
                 record(name, fn, train)
     res = {"metrics": metrics} | {name: {p: np.asarray(x) for p, x in r.items()} for name, r in out.items()}
     if cfg.save_params:
-        res["params"] = jax.tree.map(np.asarray, {**train, **fixed})
+        res["params"] = jax.tree.map(np.asarray, jax.jit(lambda tr: plain_params(problem, tr, fixed, data))(train))
     return res

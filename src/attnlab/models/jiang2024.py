@@ -10,6 +10,12 @@ For X ∈ R^{M×d} (rows x_l are tokens):
 W_Q, W_K ∈ R^{d×d_h}, W_V ∈ R^{d×d_v}, w_O ∈ R^{d_v}. Single head; no 1/√d_h temperature, bias,
 residual or LayerNorm. W_Q, W_K, W_V are trained; w_O is fixed (option: trained).
 
+Fast paths (``train.fast``, on by default; each exact, tested against the plain path):
+
+    value path   f needs W_V only through u = W_V w_O ∈ R^d, so X u costs M·d instead of M·d·d_v
+    dual form    W_Q, W_K, W_V enter only as the projections X W_Q, X W_K, X W_V: under full-batch
+                 GD the trainer runs in the Gram form (``attnlab.train.Dual``)
+
 Initialisation as in the released scripts: PyTorch's default Linear init
 U(−1/√fan_in, 1/√fan_in) for all four (fan_in = d for W_Q, W_K, W_V and d_v for w_O), then
 W_Q, W_K, W_V divided by ``init_scale`` (16 for the heatmap, 32 for the dynamics).
@@ -24,6 +30,7 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab.problem import Model, PartSpec, tokens
+from attnlab.train import Dual
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,33 @@ def apply(params, x, hp: Hparams):
     return f, {"a_bar": a_bar, "phi": phi}
 
 
+def _attend(Q, K, keep, tau):
+    """(φ, ā) from the query and key projections Q = X W_Q, K = X W_K of one sample."""
+    S = tau * Q @ K.T
+    if keep is not None:
+        S = jnp.where(keep[None, :], S, -jnp.inf)
+    phi = jax.nn.softmax(S, axis=-1)
+    if keep is None:
+        return phi, phi.mean(axis=0)
+    return phi, jnp.sum(jnp.where(keep[:, None], phi, 0.0), axis=0) / jnp.maximum(jnp.sum(keep), 1)
+
+
+def apply_fast(params, x, hp: Hparams):
+    """:func:`apply` with the value path collapsed: f = ā · (X u), u = W_V w_O."""
+    X, keep = tokens(x)
+    phi, a_bar = _attend(X @ params["W_Q"], X @ params["W_K"], keep, hp.tau)
+    f = a_bar @ (X @ (params["W_V"] @ params["w_O"]))
+    return f, {"a_bar": a_bar, "phi": phi}
+
+
+def apply_dual(params, P, x, hp: Hparams):
+    """:func:`apply` from the projections P = {W_Q: X W_Q, W_K: X W_K, W_V: X W_V} of one sample."""
+    _, keep = tokens(x)
+    phi, a_bar = _attend(P["W_Q"], P["W_K"], keep, hp.tau)
+    f = a_bar @ (P["W_V"] @ params["w_O"])
+    return f, {"a_bar": a_bar, "phi": phi}
+
+
 def logistic_loss(f, y):
     """ℓ(y f) = log(1 + exp(−y f)), computed stably."""
     return jax.nn.softplus(-y * f)
@@ -96,7 +130,7 @@ class Spec(PartSpec):
 
 PART = Model(
     name="jiang2024",
-    version=1,
+    version=2,
     Spec=Spec,
     static=tuple(Spec.model_fields),
     batched=(),
@@ -106,4 +140,6 @@ PART = Model(
     trainable=trainable,
     groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("w_O",)},
     sizes=lambda hp: (hp.d * (2 * hp.d_h + hp.d_v) + hp.d_v, hp.M * (2 * hp.d_h + hp.d_v + 2 * hp.M)),
+    fast_apply=apply_fast,
+    dual=lambda hp: Dual(("W_Q", "W_K", "W_V"), lambda x: tokens(x)[0], lambda p, P, x: apply_dual(p, P, x, hp)),
 )

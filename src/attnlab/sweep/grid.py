@@ -43,6 +43,17 @@ def cell_id(cell: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+# Fields that choose how a cell is computed, not what: they change its id (the numbers may differ
+# in rounding) but not its random draws, which are those of the cell at the default value.
+HOW = {"train.fast": True}
+
+
+def seed_id(cell: dict[str, Any]) -> str:
+    """The id the cell's PRNG key comes from: that of the cell with every :data:`HOW` field at
+    its default, so ``train.fast = false`` draws the same data and init as the fast path."""
+    return cell_id({**cell, **{k: v for k, v in HOW.items() if k in cell}})
+
+
 def cell_key(cid: str) -> np.ndarray:
     """The cell's raw PRNG key (uint32[2]), derived from its id."""
     return np.array([int(cid[:8], 16), int(cid[8:16], 16)], dtype=np.uint32)
@@ -85,5 +96,5 @@ def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
     v = {f: np.asarray([c[f] for c in cells]) for f in names}
     v = {f: x.astype(dtype) if x.dtype.kind == "f" else x for f, x in v.items()}
     v["lr"] = v.pop("train.lr")
-    v["key"] = np.stack([cell_key(cell_id(c)) for c in cells])
+    v["key"] = np.stack([cell_key(seed_id(c)) for c in cells])
     return v

@@ -1,0 +1,54 @@
+"""Fast paths against the plain path, same seeds (float64): the collapsed value path and the dual
+(Gram) form of full-batch GD, on both strategies and the reference, with probes and saved
+parameters. A fast path must give the plain path's numbers, never other ones."""
+
+import numpy as np
+import pytest
+
+from attnlab.experiments.jiang2024 import tiny_cell
+from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference
+
+# N·M = 4·N ≤ 32 < d = 40: the dual form applies; probes (jiang2024's) on a schedule, saved parameters
+BASE = dict(d=40, dtype="float64", loss_threshold=0.05, max_steps=50, log_every=5, probes="jiang2024",
+            save_params=True)  # fmt: skip
+GRID = [dict(mu=2.0, N=2, lr=0.2), dict(mu=1.0, N=8, lr=0.1), dict(mu=3.0, N=4, lr=0.3, rep=1)]
+
+
+def cells(fast, **kw):
+    return [tiny_cell(**(BASE | g | kw), fast=fast) for g in GRID]
+
+
+def test_dual_form_is_chosen_only_where_exact_and_cheaper():
+    def dual(N=8, **kw):
+        comp, static, _ = bucket_of([tiny_cell(**BASE | kw, N=N)])
+        return comp.problem(static, {"data.N": N}).dual
+
+    assert dual() is not None
+    assert dual(fast=False) is None
+    assert dual(optimizer="adam") is None  # not a linear update
+    assert dual(batch_size=2) is None  # mini-batches: nothing to gain
+    assert dual(N=10) is None  # N·M = 40 = d: the plain form is cheaper
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("strategy", ["sequential", "vmap"])
+def test_fast_equals_plain(strategy, optimizer):
+    fast = run_bucket(cells(True, optimizer=optimizer), pads={"data.N": 8}, strategy=strategy)
+    plain = run_bucket(cells(False, optimizer=optimizer), pads={"data.N": 8}, strategy=strategy)
+    stops = fast["metrics"]["stop_step"]
+    assert len(set(stops.tolist())) >= 2 and (stops >= 3).all(), "cells should train for several, different steps"
+    for i in range(len(GRID)):
+        assert_same(cell_of(fast, i), cell_of(plain, i), rtol=1e-8, atol=1e-10)
+
+
+def test_fast_reference_equals_plain_reference():
+    for f, p in zip(cells(True), cells(False), strict=True):
+        assert_same(run_reference(f), run_reference(p), rtol=1e-8, atol=1e-10)
+
+
+def test_fast_paths_differ_only_in_rounding_in_float32():
+    f32 = dict(dtype="float32")
+    fast = run_bucket(cells(True, **f32), pads={"data.N": 8})
+    plain = run_bucket(cells(False, **f32), pads={"data.N": 8})
+    np.testing.assert_allclose(fast["metrics"]["test_loss"], plain["metrics"]["test_loss"], rtol=1e-4, atol=1e-5)
+    assert np.abs(fast["metrics"]["stop_step"] - plain["metrics"]["stop_step"]).max() <= 1
