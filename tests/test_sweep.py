@@ -253,4 +253,4 @@ def test_interrupted_run_resumes_to_the_same_results(tmp_path):
 def test_unknown_executor(tmp_path):
     with pytest.raises(ValueError, match="executor: unknown 'spark'"):
         run_cells([cell()], Store(tmp_path), executor="spark", progress=False)
-    assert executors.EXECUTORS == ("local",)
+    assert executors.EXECUTORS == ("local", "ray")

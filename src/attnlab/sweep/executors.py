@@ -6,28 +6,37 @@
               distributed executor needs no shared file system
 
 ``local`` trains every chunk in this process (one compiled program per bucket, reused across
-its chunks) behind a rich progress bar: cells done / total, rate, ETA.
+its chunks); ``ray`` trains them on a pool of Ray workers (:class:`RayExecutor`), locally or on a
+cluster (``RAY_ADDRESS``). Either way the driver writes each part as it arrives, behind a rich
+progress bar: cells done / total, rate, ETA.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import socket
+import sys
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import numpy as np
 import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
 from attnlab.provenance import provenance
 from attnlab.sweep import grid
-from attnlab.sweep.store import Store
+from attnlab.sweep.store import Store, part_name
 from attnlab.train import STATUS_NAMES, default_strategy, train_bucket
 
-EXECUTORS = ("local",)
+EXECUTORS = ("local", "ray")
+RAY_INSTALL = 'pip install -c constraints.txt -e ".[ray]"'
 
 
 @dataclass(frozen=True)
@@ -102,10 +111,279 @@ class LocalExecutor:
             yield fn(chunk)
 
 
+# ---------------------------------------------------------------- ray
+
+
+def import_ray():
+    """The ``ray`` module, or one AttnlabError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise AttnlabError(
+            f"--executor ray: Ray is not installed. Install the optional extra in the attnlab checkout: "
+            f"{RAY_INSTALL} (or pip install ray==2.60.0)"
+        ) from None
+    return ray
+
+
+def _program_key(chunk: Chunk) -> tuple:
+    """What ``train_bucket`` caches a compiled program under (besides the train config, which
+    the static fields fix)."""
+    return (chunk.static, chunk.pads)
+
+
+class _Worker:
+    """A long-lived Ray actor: one process that keeps ``train_bucket``'s compiled programs, so
+    further chunks of a bucket it has trained skip the compile."""
+
+    def run(self, fn: Callable[[Chunk], pa.Table], chunk: Chunk) -> tuple[pa.Table, dict]:
+        from attnlab import train
+
+        before = len(train._PROGRAMS)
+        t0 = time.perf_counter()
+        table = fn(chunk)
+        stat = {"pid": os.getpid(), "built": len(train._PROGRAMS) > before, "seconds": time.perf_counter() - t0,
+                "cells": len(chunk.cells), "program": _program_key(chunk)}  # fmt: skip
+        return table, stat
+
+
+def _connect(ray, num_cpus: int | None) -> bool:
+    """Join the Ray instance: an initialised one as it is; the cluster at ``RAY_ADDRESS`` (its
+    workers get this process's attnlab package shipped to them, so they run the driver's code);
+    else a new local instance with ``num_cpus`` (default: the CPUs this process may use).
+    Returns whether the code was shipped."""
+    if ray.is_initialized():
+        return False
+    quiet = {"logging_level": "WARNING", "log_to_driver": False}
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        import attnlab
+
+        def cannot(reason: str) -> AttnlabError:
+            return AttnlabError(
+                f"--executor ray: cannot join the Ray cluster at RAY_ADDRESS={address} ({reason}). Is it running "
+                f"(`ray status` on its head node)? If it uses token authentication, also set RAY_AUTH_MODE=token "
+                f"and its token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token). Unset RAY_ADDRESS to run on a "
+                f"local Ray instance instead."
+            )
+
+        # Ray itself retries an unreachable address for about ten minutes: try the port first.
+        host, _, port = address.rpartition(":")
+        if "://" not in address and host and port.isdigit():
+            try:
+                socket.create_connection((host, int(port)), timeout=10).close()
+            except OSError as e:
+                raise cannot(e.strerror or str(e)) from None
+        try:
+            ray.init(runtime_env={"py_modules": [os.path.dirname(attnlab.__file__)]}, **quiet)
+        except ConnectionError as e:
+            raise cannot(str(e)) from None
+        return True
+    cpus = num_cpus or len(os.sched_getaffinity(0))
+    ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
+    return False
+
+
+def _driver_code(table: pa.Table) -> pa.Table:
+    """A table from a worker that ran shipped code, with the provenance of that code: the
+    driver's commit and version (the worker sees an unpacked copy, no checkout)."""
+    from attnlab.provenance import provenance
+
+    prov = provenance("", "")
+    for col in ("git_sha", "attnlab_version"):
+        if col in table.column_names:
+            i = table.column_names.index(col)
+            table = table.set_column(i, col, pa.array([prov[col]] * table.num_rows, pa.string()))
+    return table
+
+
+class RayExecutor:
+    """Trains chunks on a pool of Ray actors, one per CPU of the Ray instance (one per GPU where it
+    has GPUs). Each chunk is one actor task returning an Arrow table; the driver hands tables on
+    as they complete (``ray.wait``) and alone writes parts, so no shared file system is needed.
+
+    Compile reuse: an actor keeps the compiled programs of the buckets it trained, and a free
+    actor is given the next chunk of the bucket it trained last, else the bucket with the most
+    chunks left that no actor holds, else a share of a held bucket if that saves time (see
+    :meth:`_worth_sharing`): a bucket compiles once per actor that trains it, not once per chunk.
+    ``stats`` records, per chunk: its index, the actor's pid, whether it had to build the program,
+    seconds, attempts.
+
+    Faults: when an actor's process dies (killed, out of memory, its node lost) its chunk goes to
+    a fresh actor that replaces it, up to ``max_retries`` times per chunk. The driver does this
+    rather than Ray's own actor restart + task retry, which was measured to spend the retries
+    while the restarted process is still starting ("actor is restarting"). A chunk's result
+    arrives once or not at all, so a retry cannot duplicate rows. An exception raised by the
+    training code itself is not retried (it would fail the same way) and reaches the caller."""
+
+    _pool: dict[str, Any] = {"job": None, "actors": []}  # kept across runs of one Ray session
+    _shipped = False  # this process joined a cluster and shipped its attnlab package to it
+    _actor_class = None  # ray.remote(_Worker), made once
+
+    def __init__(self, max_retries: int = 3, num_cpus: int | None = None):
+        self.ray = import_ray()
+        self.max_retries = max_retries
+        self.num_cpus = num_cpus
+        self.stats: list[dict] = []
+        self.failures: list[str] = []  # one line per chunk attempt lost to a dead worker
+
+    def _new_actor(self):
+        """One worker: a CPU, and a GPU where the cluster has GPUs. Not restarted by Ray: a dead
+        one is replaced by the driver (:meth:`map`)."""
+        if RayExecutor._actor_class is None:
+            RayExecutor._actor_class = self.ray.remote(_Worker)
+        gpus = int(self.ray.cluster_resources().get("GPU", 0))
+        return RayExecutor._actor_class.options(num_cpus=1, num_gpus=1 if gpus else 0, max_restarts=0).remote()
+
+    def _actors(self, wanted: int) -> list:
+        """The session's pool, grown to min(wanted, slots) actors."""
+        ray = self.ray
+        job = ray.get_runtime_context().get_job_id()
+        pool = RayExecutor._pool
+        if pool["job"] != job:
+            pool.update(job=job, actors=[])
+        res = ray.cluster_resources()
+        slots = int(res.get("GPU", 0)) or max(1, int(res.get("CPU", 1)))
+        n = max(1, min(wanted, slots))
+        while len(pool["actors"]) < n:
+            pool["actors"].append(self._new_actor())
+        return pool["actors"][:n]
+
+    def _replace(self, i: int):
+        """Put a fresh actor in place of pool actor ``i`` (whose process died)."""
+        pool = RayExecutor._pool
+        try:
+            self.ray.kill(pool["actors"][i], no_restart=True)
+        except Exception:
+            pass
+        pool["actors"][i] = self._new_actor()
+        return pool["actors"][i]
+
+    @classmethod
+    def release(cls) -> None:
+        """End the pool's actors, freeing their CPUs (GPUs) for other Ray work; a later run
+        starts new ones (and compiles again)."""
+        import ray
+
+        for actor in cls._pool["actors"]:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        cls._pool.update(job=None, actors=[])
+
+    def _worth_sharing(self, program: tuple, left: int, holders: int) -> bool:
+        """Whether an idle actor should join a bucket ``holders`` other actors are training: only
+        if their remaining work (``left`` chunks at the warm time per chunk) exceeds the compile
+        this actor would need, as measured so far (on this bucket, else on all); with nothing
+        measured yet, yes."""
+
+        def estimate(stats):
+            warm = [s["seconds"] for s in stats if not s["built"]]
+            cold = [s["seconds"] for s in stats if s["built"]]
+            if not warm or not cold:
+                return None
+            w = float(np.median(warm))
+            return w, max(0.0, float(np.median(cold)) - w)
+
+        est = estimate([s for s in self.stats if s["program"] == program]) or estimate(self.stats)
+        if est is None:
+            return True
+        warm, compile_s = est
+        return left * warm / holders > compile_s
+
+    def map(self, fn: Callable[[Chunk], pa.Table], chunks: Iterable[Chunk]) -> Iterator[pa.Table]:
+        chunks = list(chunks)
+        if not chunks:
+            return
+        ray = self.ray
+        if _connect(ray, self.num_cpus):
+            RayExecutor._shipped = True
+        actors = self._actors(len(chunks))
+        queues: dict[tuple, deque[int]] = {}
+        for n, ch in enumerate(chunks):
+            queues.setdefault(_program_key(ch), deque()).append(n)
+        last: list[tuple | None] = [None] * len(actors)
+        running: dict[Any, tuple[int, int]] = {}  # ref -> (actor, chunk index)
+        tries = [0] * len(chunks)
+
+        def send(i: int, n: int) -> None:
+            tries[n] += 1
+            running[actors[i].run.remote(fn, chunks[n])] = (i, n)
+
+        def submit(i: int) -> None:
+            key = last[i]
+            if not queues.get(key):
+                held = Counter(last[j] for j, _ in running.values())
+                left = [k for k, q in queues.items() if q]
+                free = [k for k in left if not held[k]]
+                if free:
+                    key = max(free, key=lambda k: len(queues[k]))
+                else:
+                    share = [k for k in left if self._worth_sharing(k, len(queues[k]), held[k])]
+                    if not share:
+                        return  # stays idle: the holders finish sooner than this actor could compile
+                    key = max(share, key=lambda k: len(queues[k]) / held[k])
+            last[i] = key
+            send(i, queues[key].popleft())
+
+        try:
+            for i in range(len(actors)):
+                submit(i)
+            while running:
+                (ref,), _ = ray.wait(list(running), num_returns=1)
+                i, n = running.pop(ref)
+                chunk = chunks[n]
+                try:
+                    table, stat = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, AttnlabError):
+                        raise cause from None
+                    raise
+                except ray.exceptions.RayError as e:  # the worker died, or its node, or the result was lost
+                    reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                    self.failures.append(reason)
+                    actors[i] = self._replace(i)  # the pool stays whole for the next run, too
+                    if tries[n] > self.max_retries:
+                        raise AttnlabError(
+                            f"--executor ray: a worker died {tries[n]} times training a chunk of {len(chunk.cells)} "
+                            f"cells (Ray: {reason}). The cells finished so far are saved; rerun the same command "
+                            f"to resume (a worker killed for memory: lower memory_budget_gb)."
+                        ) from e
+                    last[i] = _program_key(chunk)
+                    send(i, n)
+                    continue
+                self.stats.append(stat | {"actor": i, "chunk": n, "attempts": tries[n]})
+                submit(i)
+                yield _driver_code(table) if RayExecutor._shipped else table
+        finally:
+            for ref in running:  # the caller stopped early: drop what is still queued
+                try:
+                    ray.cancel(ref)
+                except Exception:
+                    pass
+
+
 def make_executor(name: str):
+    """The executor called ``name`` (``ray`` fails here, with how to install it, if missing)."""
     if name not in EXECUTORS:
         raise ValueError(f"executor: unknown {name!r}; available: {', '.join(EXECUTORS)}")
-    return LocalExecutor()
+    return RayExecutor() if name == "ray" else LocalExecutor()
+
+
+def _report_damage(store: Store, cells: list[dict], chunks: list[Chunk], memory_budget: float, tags, since: int):
+    """One warning per part the store moved aside since ``since``, with how many cells it held:
+    its footer's row count, or failing that the chunk of this plan whose ids hash to its name."""
+    sizes = {}
+    for ch in [*plan(cells, set(), memory_budget, tags), *chunks]:
+        sizes[part_name(grid.cell_id(c) for c in ch.cells)] = len(ch.cells)
+    for d in store.damaged[since:]:
+        n = d.cells if d.cells is not None else sizes.get(d.path.name)
+        what = f"its {n} cell(s) are trained again" if n is not None else "its cells (how many: unknown) are trained again"
+        note = f"damaged part {d.path} ({d.reason}) was moved to {d.moved_to}; {what}"
+        store.notes.append(note)
+        print(f"warning: {note}", file=sys.stderr, flush=True)
 
 
 def run_cells(
@@ -113,13 +391,20 @@ def run_cells(
     store: Store,
     tags: tuple[str, ...] = (),
     memory_budget: float = 2e9,
-    executor: str = "local",
+    executor: str | Any = "local",
     progress: bool = True,
     on_chunk: Callable[[int], None] | None = None,
+    train: Callable[[Chunk], pa.Table] = train_chunk,
 ) -> int:
-    """Train every cell whose id is not yet in ``store``; returns how many were trained."""
-    ex = make_executor(executor)
+    """Train every cell whose id is not yet in ``store``; returns how many were trained.
+    ``executor``: a name in EXECUTORS or an executor object; ``train``: the chunk trainer (a
+    picklable function of a Chunk). Parts found damaged are moved aside, reported on stderr and
+    in ``store.notes``, and their cells trained again."""
+    ex = make_executor(executor) if isinstance(executor, str) else executor
+    since = len(store.damaged)
     chunks = plan(cells, store.done_ids(), memory_budget, tags)
+    if len(store.damaged) > since:
+        _report_damage(store, cells, chunks, memory_budget, tags, since)
     todo = sum(len(ch.cells) for ch in chunks)
     if not todo:
         return 0
@@ -129,7 +414,7 @@ def run_cells(
         task = bar.add_task(f"{len(chunks)} chunk(s)", total=todo, rate="")
         t0 = time.perf_counter()
         n = 0
-        for table in ex.map(train_chunk, chunks):
+        for table in ex.map(train, chunks):
             store.write_part(table)
             n += table.num_rows
             bar.update(task, advance=table.num_rows, rate=f"{n / (time.perf_counter() - t0):.1f} cells/s")
