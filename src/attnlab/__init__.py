@@ -1,0 +1,24 @@
+"""attnlab: experiments on shallow transformers.
+
+The notebook API (:mod:`attnlab.api`) is imported on first use, so ``import attnlab`` stays cheap
+(no JAX until a run needs it)::
+
+    attnlab.reproduce(exp_id, scale="cpu", out=None, sets=None, **kw) -> verdict
+    attnlab.sweep(spec, out, sets=None, **kw)                          -> verdict
+    attnlab.load(out, format="pandas" | "arrow")                      -> results table
+    attnlab.query(out, sql, format="pandas" | "arrow")                -> query result
+"""
+
+__all__ = ["load", "query", "reproduce", "sweep"]
+
+
+def __getattr__(name: str):
+    if name in ("reproduce", "load", "query"):
+        from attnlab import api
+
+        return getattr(api, name)
+    if name == "sweep":  # the package, callable as attnlab.api.sweep (see attnlab/sweep/__init__.py)
+        import importlib
+
+        return importlib.import_module("attnlab.sweep")
+    raise AttributeError(f"module 'attnlab' has no attribute {name!r}")

@@ -1,7 +1,12 @@
-"""Command line: ``attnlab list``, ``attnlab reproduce ID [--scale] [--out] [--set]``, ``attnlab bench``."""
+"""Command line: ``attnlab list``, ``attnlab reproduce ID [--scale] [--out] [--set]``, ``attnlab report DIR...``,
+``attnlab sweep SPEC.toml``, ``attnlab query DIR SQL``, ``attnlab bench``."""
 
 from __future__ import annotations
 
+import csv
+import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +21,10 @@ from attnlab.experiments.base import SCALES, reproduce
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="attnlab: experiments on shallow transformers.")
 err = Console(stderr=True)
 out = Console()
+EXECUTOR_HELP = (
+    "local (this process) or ray (one task per chunk of cells on Ray workers: a local Ray instance, or the "
+    "cluster at RAY_ADDRESS; needs the ray extra)"
+)
 
 
 @app.command("list")
@@ -36,13 +45,17 @@ def reproduce_cmd(
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML file of field values (applied before --set)")
     ] = None,
-    executor: Annotated[str, typer.Option(help="local")] = "local",
+    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP)] = "local",
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
     force: Annotated[
         bool, typer.Option(help="resume a results directory written under another schema or JAX version")
     ] = False,
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html."""
+    from attnlab.report import fmt_text
+    from attnlab.train import enable_compile_cache
+
+    enable_compile_cache()
     try:
         exp = get(exp_id)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
@@ -57,14 +70,66 @@ def reproduce_cmd(
         table.add_column(col, overflow="fold")
     for c in verdict["claims"]:
         style = {"pass": "[green]PASS", "fail": "[red]FAIL"}.get(c["outcome"], "[yellow]INCONCLUSIVE")
-        table.add_row(c["id"], str(c["measured"]), c["expected"], style)
+        table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], style)
     out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
+@app.command("report")
+def report_cmd(
+    dirs: Annotated[list[Path], typer.Argument(metavar="DIR", help="results directories (reproduce or sweep)")],
+    index: Annotated[
+        Path | None,
+        typer.Option("--index", help="also write an index page of every claim here (default with several DIRs: "
+                     "index.html in their common parent directory; with one DIR: none)"),
+    ] = None,
+) -> None:
+    """Rebuild the figures, verdict.json and report.html of results directories from their stored
+    results, without training; with several, also an index page of every claim."""
+    import os
+
+    from attnlab import report
+    from attnlab.experiments.base import load_results, rebuild
+
+    try:
+        stored, seen = [], set()
+        for d in dirs:  # every directory is checked before anything is written
+            if d.resolve() not in seen:
+                seen.add(d.resolve())
+                stored.append(load_results(d))
+        if index is None and len(stored) > 1:
+            index = Path(os.path.commonpath([s.out.resolve() for s in stored])) / "index.html"
+        if index is not None:
+            if index.is_dir():
+                raise AttnlabError(f"--index {index}: is a directory (give a file name, e.g. {index / 'index.html'})")
+            own = {"report.html", "verdict.json", "spec.json", "results.parquet", "store.json"}
+            if index.name in own and any(index.resolve().parent == s.out.resolve() for s in stored):
+                raise AttnlabError(f"--index {index}: would overwrite a results file; use e.g. index.html")
+        verdicts = [rebuild(s) for s in stored]
+        if index is not None:
+            try:
+                index.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise AttnlabError(f"--index {index}: cannot create its directory ({e.strerror})") from None
+            report.write_index(index, [(s.out / "report.html", v) for s, v in zip(stored, verdicts, strict=True)])
+    except AttnlabError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(2) from None
+    for s, v in zip(stored, verdicts, strict=True):
+        tally = ", ".join(f"{sum(c['outcome'] == o for c in v['claims'])} {o}" for o in report.OUTCOMES)
+        line = f"report: {(s.out / 'report.html').resolve()} ({v['experiment']}, {v['scale']}: "
+        line += f"{tally if v['claims'] else 'no claims'})"
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+    if index is not None:
+        out.print(f"index: {index.resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
 @app.command("bench")
 def bench_cmd(
-    suite: Annotated[str, typer.Option(help="the benchmark suite: jiang2024 (the jiang2024-fig1 grid)")] = "jiang2024",
+    suite: Annotated[
+        str,
+        typer.Option(help="the benchmark suite: jiang2024 (jiang2024-fig1), li2023 (li2023-fig1), wu2023 (wu2023-width)"),
+    ] = "jiang2024",
     cells: Annotated[int, typer.Option(help="cells drawn (seeded, spread over the grid)")] = 100,
     baseline_cells: Annotated[
         int | None,
@@ -72,7 +137,16 @@ def bench_cmd(
                      "0 for none)"),
     ] = None,
     seed: Annotated[int, typer.Option(help="seed of the cell selection")] = 0,
-    scale: Annotated[str, typer.Option(help="the experiment's scale the cells come from")] = "paper",
+    scale: Annotated[
+        str | None,
+        typer.Option(help="the experiment's scale the cells come from (default: the suite's: jiang2024 paper, "
+                     "li2023 and wu2023 cpu)"),
+    ] = None,
+    baseline_threads: Annotated[
+        int | None,
+        typer.Option(help="PyTorch threads of the baseline (default: every core for jiang2024, else the faster of 1 "
+                     "and every core on short runs)"),
+    ] = None,
     aot: Annotated[bool, typer.Option(help="also time the compilation alone, ahead of time")] = True,
     json_path: Annotated[Path | None, typer.Option("--json", help="write every number here")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
@@ -84,7 +158,8 @@ def bench_cmd(
     from attnlab import bench
 
     try:
-        report = bench.run_suite(suite, cells, baseline_cells, seed, scale, aot=aot, progress=not quiet, console=err)
+        report = bench.run_suite(suite, cells, baseline_cells, seed, scale, aot=aot, progress=not quiet, console=err,
+                                 baseline_threads=baseline_threads)  # fmt: skip
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
@@ -93,6 +168,109 @@ def bench_cmd(
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2))
         out.print(f"json: {json_path.resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+MAX_ROWS = 50  # rows of a terminal table before the rest is only counted
+
+
+@app.command("sweep")
+def sweep_cmd(
+    spec_path: Annotated[
+        Path, typer.Argument(metavar="SPEC.toml", help="the grid: title, seeds, [data], [model], [train], [report]")
+    ],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="results directory (default results/SPEC-name)")] = None,
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="override a field or grid axis: name=v1,v2,... (repeatable)")
+    ] = None,
+    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP)] = "local",
+    quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
+    force: Annotated[
+        bool, typer.Option(help="resume a results directory written under another schema or JAX version")
+    ] = False,
+) -> None:
+    """Run (or resume) your own grid over any data model × model × training recipe; write
+    results.parquet, figures, verdict.json, report.html."""
+    from attnlab.experiments.sweep import sweep, table_of
+    from attnlab.report import fmt_text
+    from attnlab.train import enable_compile_cache
+
+    enable_compile_cache()
+
+    target = out_dir or Path("results") / spec_path.stem
+    try:
+        verdict = sweep(spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force)
+        title, columns, rows = table_of(target)
+    except AttnlabError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(2) from None
+    table = Table(title=f"{title}: {verdict['cells']} cells ({verdict['cells_trained_now']} trained now), "
+                  f"{verdict['runtime_s']:.1f} s")  # fmt: skip
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows[:MAX_ROWS]:
+        table.add_row(*(fmt_text(v) for v in row))
+    out.print(table)
+    if len(rows) > MAX_ROWS:
+        out.print(f"... {len(rows) - MAX_ROWS} more grid points in the report", highlight=False)
+    out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+    out.print(f"query:  attnlab query {shlex.quote(str(target))} \"SELECT * FROM results LIMIT 5\"", highlight=False,
+              soft_wrap=True, markup=False)  # fmt: skip
+
+
+@app.command("query")
+def query_cmd(
+    results_dir: Annotated[Path, typer.Argument(metavar="DIR", help="a results directory")],
+    sql: Annotated[str, typer.Argument(metavar="SQL", help="DuckDB SQL over the views `results` and `parts`")],
+    csv_out: Annotated[bool, typer.Option("--csv", help="print CSV (every row) instead of a table")] = False,
+    max_rows: Annotated[int, typer.Option(help="rows shown in the table (--csv prints all)", min=1)] = MAX_ROWS,
+) -> None:
+    """Query a results directory with SQL: `results` is DIR/results.parquet (one row per cell of the
+    last run), `parts` every DIR/parts/*.parquet (every cell ever trained there)."""
+    from attnlab.api import query
+
+    try:
+        result = query(results_dir, sql, format="arrow")
+    except AttnlabError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(2) from None
+    if result is None:
+        return
+    rows = result.to_pylist()
+    if csv_out:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.column_names)
+        writer.writerows([_csv_value(r[c]) for c in result.column_names] for r in rows)
+        return
+    table = Table(title=f"{len(rows)} row(s)")
+    for col in result.column_names:
+        table.add_column(col, overflow="fold")
+    for r in rows[:max_rows]:
+        table.add_row(*(_text_value(r[c]) for c in result.column_names))
+    out.print(table)
+    if len(rows) > max_rows:
+        out.print(f"... {len(rows) - max_rows} more rows (--max-rows, LIMIT or --csv)", highlight=False)
+
+
+def _csv_value(v):
+    """A value as CSV text: lists and structs as JSON, bytes as hex, None as empty."""
+    if v is None:
+        return ""
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, list | dict):
+        return json.dumps(v, default=str)
+    return v
+
+
+def _text_value(v) -> str:
+    """A value for a terminal table: numbers to 3 significant digits, long lists shortened."""
+    from attnlab.report import fmt_text
+
+    if isinstance(v, bytes):
+        return f"<{len(v)} bytes>"
+    if isinstance(v, list) and len(v) > 6:
+        return fmt_text(v[:3])[:-1] + ", …, " + fmt_text(v[-1:])[1:] + f" ({len(v)})"
+    return fmt_text(v)
 
 
 if __name__ == "__main__":

@@ -1,73 +1,482 @@
-"""One static HTML report per result directory: claims, fitted numbers, figures (embedded),
-spec and assumptions. Opens anywhere, no server."""
+"""One static HTML report per result directory, and an index over several.
+
+A report is one self-contained file (figures embedded as PNG, inline CSS, no scripts, no
+external resources), so it opens anywhere and can be mailed or attached as it is. Measured
+values are formatted for reading (significant digits, intervals as [lo, hi], dicts as key: value
+lists); verdict.json keeps the full-precision numbers.
+"""
 
 from __future__ import annotations
 
 import base64
-import json
+import datetime as dt
+import math
+import os
+import shlex
+from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import jinja2
+import numpy as np
+from markupsafe import Markup, escape
 
 from attnlab.sweep.store import atomic_write_bytes
 
-TEMPLATE = jinja2.Template(
-    """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ exp.id }} ({{ verdict.scale }})</title>
-<style>
-body { font: 14px/1.45 system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; width: 100%; }
-td, th { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
-th { background: #f4f4f4; }
-.pass { color: #0a6e2a; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
-.inconclusive { color: #9a6700; font-weight: bold; }
-code, pre { background: #f6f6f6; font-size: 12px; } pre { padding: .6em; overflow-x: auto; }
-img { max-width: 100%; border: 1px solid #eee; }
-</style></head><body>
+DIGITS = 3  # significant digits shown; enough to compare with a pass rule, short enough to read
+OUTCOMES = ("pass", "fail", "inconclusive")
+MISSING = "—"  # a value the analysis could not measure (stored as null)
+
+# ---------------------------------------------------------------- formatting
+
+
+def fmt_number(x: Any, digits: int = DIGITS) -> str:
+    """A number for reading: integers exactly, floats to ``digits`` significant digits (the
+    integer part is never rounded away: 1234.5 -> "1234"), scientific below 1e-3 or from 1e6 on,
+    trailing zeros dropped; None -> "—"."""
+    if x is None:
+        return MISSING
+    if isinstance(x, bool | np.bool_):
+        return "yes" if x else "no"
+    if isinstance(x, int | np.integer):
+        return str(int(x))
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    if -3 <= mag < 6:
+        text = f"{x:.{max(0, digits - 1 - mag)}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def fmt_interval(lo: Any, hi: Any, digits: int = DIGITS) -> str:
+    return f"[{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]"
+
+
+def _is_number(x: Any) -> bool:
+    return x is None or (isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool | np.bool_))
+
+
+def _plain(x: Any) -> Any:
+    """numpy containers and scalars as Python ones, so one formatter covers both."""
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def fmt_text(v: Any, digits: int = DIGITS) -> str:
+    """A value as one line of plain text (terminal tables): numbers as :func:`fmt_number`, lists
+    as [a, b], dicts as ``key: value`` pairs separated by semicolons (nested ones in braces)."""
+    v = _plain(v)
+    if isinstance(v, dict):
+        parts = []
+        for k, x in v.items():
+            inner = fmt_text(x, digits)
+            parts.append(f"{_key(k)}: {{{inner}}}" if isinstance(_plain(x), dict) and x else f"{_key(k)}: {inner}")
+        return "; ".join(parts) if parts else "{}"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(fmt_text(x, digits) for x in v) + "]"
+    if _is_number(v) or isinstance(v, bool):
+        return fmt_number(v, digits)
+    return str(v)
+
+
+def _key(k: Any) -> str:
+    return fmt_number(k) if _is_number(k) and k is not None else str(k)
+
+
+def fmt_value(v: Any, digits: int = DIGITS) -> Markup:
+    """A value as HTML: dicts as nested key: value lists, lists of numbers as [a, b] (an interval
+    reads [lo, hi]), other lists as lists, everything escaped."""
+    v = _plain(v)
+    if isinstance(v, dict):
+        if not v:
+            return Markup('<span class="muted">{}</span>')
+        items = Markup("").join(
+            Markup('<li><span class="k">{}:</span> {}</li>').format(_key(k), fmt_value(x, digits)) for k, x in v.items()
+        )
+        return Markup('<ul class="kv">{}</ul>').format(items)
+    if isinstance(v, list | tuple):
+        plain = [_plain(x) for x in v]
+        if all(_is_number(x) or isinstance(x, bool | str) for x in plain):
+            return Markup('<span class="num">{}</span>').format(fmt_text(plain, digits))
+        items = Markup("").join(Markup("<li>{}</li>").format(fmt_value(x, digits)) for x in plain)
+        return Markup('<ol class="seq">{}</ol>').format(items)
+    if v is None:
+        return Markup('<span class="muted" title="not measured">{}</span>').format(MISSING)
+    if _is_number(v) or isinstance(v, bool):
+        return Markup('<span class="num">{}</span>').format(fmt_number(v, digits))
+    return escape(str(v))
+
+
+def fmt_duration(seconds: Any) -> str:
+    """Wall time for reading: 4.18 s, 12 min 5 s, 3 h 12 min."""
+    if seconds is None:
+        return MISSING
+    s = float(seconds)
+    if s < 60:
+        return f"{fmt_number(s)} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(round(s % 60))} s"
+    return f"{int(s // 3600)} h {int(round(s % 3600 / 60))} min"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command_line(exp_id: str, scale: str, sets: Sequence[str] = (), config: Any = None, out: Any = None,
+                 executor: str = "local") -> str:  # fmt: skip
+    """The ``attnlab reproduce`` command that writes these results, shell-quoted."""
+    args = ["attnlab", "reproduce", exp_id, "--scale", scale]
+    if config is not None:
+        args += ["--config", str(config)]
+    for s in sets:
+        args += ["--set", s]
+    if executor != "local":
+        args += ["--executor", executor]
+    if out is not None:
+        args += ["--out", str(out)]
+    return shlex.join(args)
+
+
+# ---------------------------------------------------------------- page parts
+
+CSS = """
+:root { --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --head: #f6f8fa; --accent: #0969da; }
+* { box-sizing: border-box; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       color: var(--fg); max-width: 1180px; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
+h1 { font-size: 1.6rem; margin: 0 0 .2rem; line-height: 1.25; }
+h2 { font-size: 1.2rem; margin: 2.2rem 0 .6rem; padding-bottom: .3rem; border-bottom: 1px solid var(--line); }
+a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
+code, pre, .num, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace;
+       font-size: 13px; }
+pre { background: var(--head); border: 1px solid var(--line); border-radius: 6px; padding: .75rem 1rem;
+      white-space: pre-wrap; overflow-wrap: anywhere; margin: .5rem 0; }
+.sub { color: var(--muted); margin: 0 0 1rem; }
+.muted { color: var(--muted); }
+nav { font-size: 14px; margin: .5rem 0 1rem; } nav a { margin-right: 1rem; }
+.wrap { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; margin: .5rem 0; font-size: 14px; }
+th, td { border: 1px solid var(--line); padding: 6px 10px; vertical-align: top; text-align: left; }
+th { background: var(--head); font-weight: 600; }
+table.kvtable th { width: 16rem; font-weight: 500; }
+table.spec td:nth-child(2) { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace;
+       font-size: 13px; }
+td.rule { color: var(--muted); font-size: 13px; max-width: 22rem; }
+td.claim-id { font-weight: 600; white-space: nowrap; }
+.detail { color: var(--muted); font-size: 13px; margin-top: .25rem; }
+ul.kv, ol.seq { margin: 0; padding: 0; list-style: none; }
+ul.kv ul.kv, ol.seq ul.kv { padding-left: 1rem; border-left: 2px solid var(--line); }
+ol.seq > li + li { margin-top: .3rem; padding-top: .3rem; border-top: 1px dashed var(--line); }
+ul.kv .k { color: var(--muted); }
+.num { white-space: nowrap; }
+.badge { display: inline-block; padding: 1px 9px; border-radius: 999px; font-size: 12px; font-weight: 700;
+         letter-spacing: .03em; text-transform: uppercase; white-space: nowrap; border: 1px solid transparent; }
+.badge.pass { background: #dafbe1; color: #116329; border-color: #aceebb; }
+.badge.fail { background: #ffebe9; color: #a40e26; border-color: #ffcecb; }
+.badge.inconclusive { background: #fff8c5; color: #7d4e00; border-color: #f5e0a0; }
+.badge.scale { background: var(--head); color: var(--muted); border-color: var(--line); }
+tr.fail td.claim-id { box-shadow: inset 3px 0 0 #cf222e; }
+tr.pass td.claim-id { box-shadow: inset 3px 0 0 #1a7f37; }
+tr.inconclusive td.claim-id { box-shadow: inset 3px 0 0 #bf8700; }
+.tally .badge { margin-right: .4rem; }
+figure { margin: 1rem 0 1.5rem; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line);
+         border-radius: 4px; background: #fff; }
+figcaption { color: var(--muted); font-size: 13px; }
+.empty { color: var(--muted); font-style: italic; }
+.axis { font-size: 11px; color: var(--accent); border: 1px solid var(--accent); border-radius: 4px; padding: 0 4px;
+        margin-left: .4rem; font-family: system-ui, sans-serif; }
+footer { margin-top: 3rem; color: var(--muted); font-size: 13px; border-top: 1px solid var(--line);
+         padding-top: .6rem; }
+@media print { body { max-width: none; padding: 0; } nav { display: none; } h2 { break-after: avoid; }
+               figure, tr { break-inside: avoid; } }
+"""
+
+_env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_env.filters.update(value=fmt_value, number=fmt_number, duration=fmt_duration)
+
+_BADGE = '{% macro badge(o) %}<span class="badge {{ o }}">{{ o }}</span>{% endmacro %}'
+_TALLY = """{% macro tally(claims) %}{% if claims %}<span class="tally">
+{% for o in outcomes %}{% set n = claims|selectattr("outcome", "equalto", o)|list|length %}
+{% if n %}<span class="badge {{ o }}">{{ n }} {{ o }}</span>{% endif %}{% endfor %}</span>
+{% else %}<span class="muted">no claims</span>{% endif %}{% endmacro %}"""
+
+TEMPLATE = _env.from_string(
+    _BADGE + _TALLY + """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>{{ exp.id }} ({{ verdict.scale }}): {{ n_pass }}/{{ claims|length }} claims pass</title>
+<style>{{ css }}</style></head><body>
+<header>
 <h1>{{ exp.title }}</h1>
-<p><code>attnlab reproduce {{ exp.id }} --scale {{ verdict.scale }}{% for s in sets %} --set {{ s }}{% endfor %}</code>
-&middot; {{ verdict.cells }} cells ({{ verdict.cells_trained_now }} trained in this run)
-&middot; {{ "%.1f"|format(verdict.runtime_s) }} s this run
-&middot; <b>{{ n_pass }}/{{ verdict.claims|length }} claims pass</b></p>
-<p><small>{% for k, v in verdict.provenance.items() %}{{ k }} {{ v }}{% if not loop.last %} &middot; {% endif %}{% endfor %}</small></p>
-<h2>Claims</h2>
-<table><tr><th>id</th><th>statement</th><th>measured</th><th>pass rule</th><th>verdict</th></tr>
-{% for c in verdict.claims %}<tr><td>{{ c.id }}</td><td>{{ c.statement }}{% if c.detail %}<br><i>{{ c.detail }}</i>{% endif %}</td>
-<td><code>{{ c.measured_json }}</code></td><td>{{ c.expected }}</td>
-<td class="{{ c.outcome }}">{{ c.outcome|upper }}</td></tr>
-{% endfor %}</table>
-<h2>Figures</h2>
-{% for name, uri in images %}<p><img src="{{ uri }}" alt="{{ name }}"><br><small>{{ name }} (PDF beside this file)</small></p>{% endfor %}
-<h2>Fitted numbers</h2><pre>{{ summary }}</pre>
-{% if notes %}<h2>Notes</h2><ul>{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
-<h2>About this experiment</h2><pre>{{ description }}</pre>
-<h2>Assumptions</h2><ul>{% for a in exp.assumptions %}<li>{{ a }}</li>{% endfor %}</ul>
-<h2>Spec</h2><pre>{{ spec }}</pre>
+<p class="sub"><span class="mono">{{ exp.id }}</span> <span class="badge scale">{{ verdict.scale }}</span>
+&nbsp;{{ tally(claims) }}{% if claims %} &middot; <b>{{ n_pass }}/{{ claims|length }} claims pass</b>{% endif %}</p>
+<nav>{% for anchor, label in sections %}<a href="#{{ anchor }}">{{ label }}</a>{% endfor %}</nav>
+</header>
+
+<h2 id="claims">Claims</h2>
+{% if claims %}
+<div class="wrap"><table id="claims-table" class="claims">
+<thead><tr><th>claim</th><th>statement</th><th>measured</th><th>pass rule</th><th>verdict</th></tr></thead>
+<tbody>
+{% for c in claims %}
+<tr class="{{ c.outcome }}" data-claim="{{ c.id }}"><td class="claim-id">{{ c.id }}</td>
+<td>{{ c.statement }}{% if c.detail %}<div class="detail">{{ c.detail }}</div>{% endif %}</td>
+<td>{{ c.measured|value }}</td><td class="rule">{{ c.expected }}</td><td>{{ badge(c.outcome) }}</td></tr>
+{% endfor %}
+</tbody></table></div>
+{% else %}
+<p class="empty">This run states no claims: its results are reported as measured, without a verdict.</p>
+{% endif %}
+
+{% for t in tables %}
+<h2 id="table-{{ loop.index }}">{{ t.title }}</h2>
+<div class="wrap"><table class="results">
+<thead><tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr></thead>
+<tbody>{% for row in t.rows %}<tr>{% for x in row %}<td>{{ x|value }}</td>{% endfor %}</tr>
+{% else %}<tr><td class="empty" colspan="{{ t.columns|length or 1 }}">no rows</td></tr>{% endfor %}</tbody>
+</table></div>
+{% endfor %}
+
+<h2 id="run">Run</h2>
+<pre class="command">{{ command }}</pre>
+<div class="wrap"><table class="kvtable">
+<tr><th>experiment</th><td><span class="mono">{{ exp.id }}</span></td></tr>
+<tr><th>scale</th><td>{{ verdict.scale }}</td></tr>
+<tr><th>cells</th><td>{{ verdict.cells }}{% if verdict.cells_trained_now is defined %}
+ <span class="muted">({{ verdict.cells_trained_now }} trained by the run that wrote this verdict, the rest
+ resumed)</span>
+{% endif %}</td></tr>
+<tr><th>wall time of that run</th><td>{{ verdict.runtime_s|duration }}</td></tr>
+{% if verdict.train_seconds_total is defined %}
+<tr><th>training time, summed over cells</th><td>{{ verdict.train_seconds_total|duration }}</td></tr>
+{% endif %}
+{% if verdict.finished_at is defined %}<tr><th>finished</th><td>{{ verdict.finished_at }}</td></tr>{% endif %}
+{% for k, v in provenance %}<tr><th>{{ k }}</th><td class="mono">{{ v }}</td></tr>{% endfor %}
+{% if verdict.get("store_warnings") %}
+<tr><th>store warnings</th>
+<td><ul class="kv">{% for w in verdict.store_warnings %}<li>{{ w }}</li>{% endfor %}</ul></td></tr>
+{% endif %}
+{% if verdict.rebuilt is defined %}
+<tr><th>report rebuilt</th><td>{{ verdict.rebuilt.at }} from the stored results, without training
+ <span class="muted">(analysis by attnlab {{ verdict.rebuilt.attnlab_version }},
+ git {{ verdict.rebuilt.git_sha }})</span>
+</td></tr>
+{% endif %}
+</table></div>
+
+<h2 id="figures">Figures</h2>
+{% for f in images %}
+<figure><img src="{{ f.uri }}" alt="{{ f.name }}">
+<figcaption>{{ f.name }}{% if f.pdf %} &middot; <a href="{{ f.pdf }}">PDF</a> (beside this file){% endif %}
+</figcaption></figure>
+{% else %}<p class="empty">No figures.</p>
+{% endfor %}
+
+{% if summary %}
+<h2 id="numbers">Fitted numbers</h2>
+<div class="wrap"><table class="kvtable">
+{% for k, v in summary.items() %}<tr><th>{{ k }}</th><td>{{ v|value }}</td></tr>{% endfor %}
+</table></div>
+{% endif %}
+
+{% if notes %}<h2 id="notes">Notes</h2><ul>{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
+
+<h2 id="assumptions">Assumptions</h2>
+{% if exp.assumptions %}<ul>{% for a in exp.assumptions %}<li>{{ a }}</li>{% endfor %}</ul>
+{% else %}<p class="empty">None stated.</p>{% endif %}
+
+<h2 id="spec">Spec</h2>
+<p class="muted">Every field this run used (spec.json beside this file); <span class="axis">axis</span> marks a grid
+axis.</p>
+<div class="wrap"><table class="spec">
+<thead><tr><th>field</th><th>value</th><th>meaning</th></tr></thead>
+<tbody>{% for name, value, axis, doc in spec_rows %}
+<tr><td class="mono">{{ name }}</td><td>{{ value|value }}{% if axis %}<span class="axis">axis</span>{% endif %}</td>
+<td class="muted">{{ doc }}</td></tr>
+{% endfor %}</tbody></table></div>
+
+{% if description %}<h2 id="about">About this experiment</h2><pre class="doc">{{ description }}</pre>{% endif %}
+
+<footer>Written by attnlab {{ generator }} on {{ written }}. Full-precision values: verdict.json and
+results.parquet beside this file.</footer>
 </body></html>
 """,
-    autoescape=True,
 )
 
+INDEX = _env.from_string(
+    _BADGE + _TALLY + """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>attnlab results: {{ n_pass }}/{{ n_claims }} claims pass</title>
+<style>{{ css }}</style></head><body>
+<h1>attnlab results</h1>
+<p class="sub">{{ entries|length }} result directories &middot; {{ n_claims }} claims &middot;
+{{ tally(all_claims) }}</p>
 
-def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], sets: list[str]) -> Path:
-    claims = [
-        dict(c, measured_json=json.dumps(c["measured"], ensure_ascii=False, default=str)) for c in verdict["claims"]
-    ]
-    images = [
-        (p.name, "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode())
-        for p in figures
-        if p.suffix == ".png"
-    ]
+<h2 id="runs">Runs</h2>
+<div class="wrap"><table id="runs-table">
+<thead><tr><th>report</th><th>experiment</th><th>scale</th><th>cells</th><th>wall time</th><th>claims</th></tr></thead>
+<tbody>{% for e in entries %}
+<tr><td><a href="{{ e.href }}">{{ e.label }}</a></td><td class="mono">{{ e.verdict.experiment }}</td>
+<td>{{ e.verdict.scale }}</td><td>{{ e.verdict.cells }}</td><td>{{ e.verdict.runtime_s|duration }}</td>
+<td>{{ tally(e.claims) }}</td></tr>
+{% endfor %}</tbody></table></div>
+
+<h2 id="claims">Every claim</h2>
+<div class="wrap"><table id="claims-table" class="claims">
+<thead><tr><th>experiment</th><th>scale</th><th>claim</th><th>measured</th><th>verdict</th></tr></thead>
+<tbody>{% for e in entries %}{% for c in e.claims %}
+<tr class="{{ c.outcome }}" data-claim="{{ c.id }}">
+<td><a href="{{ e.href }}#claims" class="mono">{{ e.verdict.experiment }}</a>
+<div class="detail">{{ e.label }}</div></td>
+<td>{{ e.verdict.scale }}</td><td class="claim-id" title="{{ c.statement }}">{{ c.id }}</td>
+<td>{{ c.measured|value }}</td><td>{{ badge(c.outcome) }}</td></tr>
+{% endfor %}{% if not e.claims %}
+<tr><td><a href="{{ e.href }}" class="mono">{{ e.verdict.experiment }}</a><div class="detail">{{ e.label }}</div></td>
+<td>{{ e.verdict.scale }}</td>
+<td class="empty" colspan="3">no claims</td></tr>
+{% endif %}{% endfor %}</tbody></table></div>
+<footer>Written by attnlab {{ generator }} on {{ written }}.</footer>
+</body></html>
+""",
+)
+
+_PROVENANCE_LABELS = {
+    "attnlab_version": "attnlab version", "git_sha": "git commit", "jax_version": "jax", "jaxlib_version": "jaxlib",
+    "backend": "backend", "strategy": "strategy", "dtype": "dtype",
+}  # fmt: skip
+
+
+def _outcome(c: dict) -> str:
+    o = c.get("outcome")
+    return o if o in OUTCOMES else ("pass" if c.get("pass") else "fail")
+
+
+def _claims(verdict: dict) -> list[dict]:
+    return [dict(c, outcome=_outcome(c), detail=c.get("detail", "")) for c in verdict.get("claims", [])]
+
+
+def _spec_rows(spec) -> list[tuple[str, Any, bool, str]]:
+    """(field, value, is a grid axis, description) of every spec field; part tables are
+    flattened to ``kind.field`` with their part's own descriptions."""
+    from attnlab import problem as P
+
+    values = spec.model_dump()
+    rows = []
+    for name, info in type(spec).model_fields.items():
+        if name in P.PART_KINDS and isinstance(values.get(name), dict):
+            part = values[name]
+            try:
+                fields = P.part_spec(name, part.get("name")).model_fields
+            except Exception:  # an unknown part name: show the values without descriptions
+                fields = {}
+            for k, v in part.items():
+                doc = f"which {name} model" if k == "name" else (fields[k].description or "") if k in fields else ""
+                rows.append((f"{name}.{k}", v, isinstance(v, list | tuple), doc))
+        else:
+            rows.append((name, values.get(name), False, info.description or ""))
+    return rows
+
+
+def _images(figures: Sequence[Path]) -> list[dict]:
+    names = {Path(p).name for p in figures}
+    out = []
+    for p in map(Path, figures):
+        if p.suffix.lower() == ".png":
+            pdf = p.with_suffix(".pdf").name
+            out.append({"name": p.name, "uri": "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode(),
+                        "pdf": quote(pdf) if pdf in names else None})  # fmt: skip
+    return out
+
+
+def attnlab_version() -> str:
+    try:
+        return metadata.version("attnlab")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], sets: list[str], *,
+          tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[Any]]]] | None = None) -> Path:  # fmt: skip
+    """Write the report of one results directory. ``tables``: extra (title, columns, rows)
+    sections shown after the claims (values formatted and escaped); default: the analysis's own
+    ``tables`` if it has any. The command shown is the verdict's ``command`` if recorded, else
+    rebuilt from the id, scale and ``sets``."""
+    claims = _claims(verdict)
+    if tables is None:
+        tables = getattr(analysis, "tables", None) or []
+    prov = verdict.get("provenance") or {}
+    summary = getattr(analysis, "summary", None) or {}
+    sections = [("claims", "Claims")] + [(f"table-{i + 1}", t[0]) for i, t in enumerate(tables)]
+    sections += [("run", "Run"), ("figures", "Figures")]
+    sections += [("numbers", "Fitted numbers")] if summary else []
+    sections += [("notes", "Notes")] if getattr(analysis, "notes", None) else []
+    sections += [("assumptions", "Assumptions"), ("spec", "Spec")]
+    sections += [("about", "About")] if getattr(exp, "description", "") else []
     text = TEMPLATE.render(
+        css=CSS,
+        outcomes=OUTCOMES,
         exp=exp,
-        verdict=dict(verdict, claims=claims),
-        n_pass=sum(c["pass"] for c in claims),
-        images=images,
-        summary=json.dumps(analysis.summary, indent=2, ensure_ascii=False, default=str),
-        notes=analysis.notes,
-        description=exp.description or "",
-        spec=json.dumps(spec.model_dump(), indent=2, ensure_ascii=False),
-        sets=sets,
+        verdict=verdict,
+        claims=claims,
+        n_pass=sum(c["outcome"] == "pass" for c in claims),
+        tables=[{"title": t, "columns": list(c), "rows": [list(r) for r in rows]} for t, c, rows in tables],
+        command=verdict.get("command") or command_line(exp.id, verdict["scale"], sets),
+        provenance=[(_PROVENANCE_LABELS.get(k, k), v) for k, v in prov.items()],
+        images=_images(figures),
+        summary=summary,
+        notes=getattr(analysis, "notes", None) or [],
+        description=(getattr(exp, "description", "") or "").strip("\n"),
+        spec_rows=_spec_rows(spec),
+        sections=sections,
+        generator=attnlab_version(),
+        written=utc_now(),
+    )
+    atomic_write_bytes(Path(path), text.encode())
+    return Path(path)
+
+
+def write_index(path: Path, reports: Sequence[tuple[Path, dict]]) -> Path:
+    """Write an index of several reports: one row per run, then every claim of every run, with
+    links relative to the index (the tree can be moved or shared as a whole)."""
+    path = Path(path)
+    base = path.resolve().parent
+    entries = []
+    for report_path, verdict in reports:
+        rel = Path(os.path.relpath(Path(report_path).resolve(), base)).as_posix()
+        label = Path(rel).parent.as_posix()
+        entries.append({"href": quote(rel), "label": label if label != "." else rel, "verdict": verdict,
+                        "claims": _claims(verdict)})  # fmt: skip
+    all_claims = [c for e in entries for c in e["claims"]]
+    text = INDEX.render(
+        css=CSS,
+        outcomes=OUTCOMES,
+        entries=entries,
+        all_claims=all_claims,
+        n_claims=len(all_claims),
+        n_pass=sum(c["outcome"] == "pass" for c in all_claims),
+        generator=attnlab_version(),
+        written=utc_now(),
     )
     atomic_write_bytes(path, text.encode())
     return path
+

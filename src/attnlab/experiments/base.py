@@ -24,8 +24,9 @@ import itertools
 import json
 import time
 import tomllib
+import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ class Analysis:
     claims: list[Claim]
     summary: dict[str, Any] = field(default_factory=dict)  # fitted numbers shown in the report
     notes: list[str] = field(default_factory=list)
+    tables: list[tuple[str, list[str], list[list]]] = field(default_factory=list)  # (title, columns, rows) shown
 
 
 class ExperimentSpec(BaseModel):
@@ -230,6 +232,13 @@ def _is_list(annotation) -> bool:
     return typing.get_origin(annotation) in (list, tuple)
 
 
+def _may_be_list(annotation) -> bool:
+    """A union with a list member (e.g. ``int | list[int]``): one value stays a scalar."""
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and any(
+        _is_list(a) for a in typing.get_args(annotation)
+    )
+
+
 def resolve_name(Spec: type[BaseModel], name: str, values: dict) -> str:
     """A ``--set`` name -> its full name: an experiment field, or ``kind.field`` (the short
     ``field`` is accepted wherever exactly one part has it)."""
@@ -284,6 +293,8 @@ def parse_sets(Spec: type[BaseModel], sets: list[str], values: dict) -> dict[str
             out[full] = vals
         elif len(vals) == 1:
             out[full] = vals[0]
+        elif _may_be_list(Spec.model_fields[full].annotation):
+            out[full] = vals
         else:
             raise AttnlabError(f"--set {full}: takes one value (it is not a grid axis), got {len(vals)}")
     return out
@@ -292,21 +303,31 @@ def parse_sets(Spec: type[BaseModel], sets: list[str], values: dict) -> dict[str
 def load_toml(Spec: type[BaseModel], path: Path, values: dict) -> dict[str, Any]:
     """Field values from a TOML file: top-level keys are experiment fields, the tables
     [data], [model] and [train] hold part fields."""
+    return check_loaded(Spec, read_toml(path, f"--config {path}"), f"--config {path}")
+
+
+def read_toml(source: Path | str, label: str, text: bool = False) -> dict[str, Any]:
+    """A TOML file (or, with ``text``, TOML text) as a dict; ``label`` starts every error."""
     try:
-        with open(path, "rb") as f:
-            loaded = tomllib.load(f)
+        if text:
+            return tomllib.loads(str(source))
+        with open(source, "rb") as f:
+            return tomllib.load(f)
     except OSError as e:
-        raise AttnlabError(f"--config {path}: cannot read ({e.strerror})") from None
+        raise AttnlabError(f"{label}: cannot read ({e.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise AttnlabError(f"--config {path}: malformed TOML: {e}") from None
+        raise AttnlabError(f"{label}: malformed TOML: {e}") from None
+
+
+def check_loaded(Spec: type[BaseModel], loaded: dict[str, Any], label: str) -> dict[str, Any]:
+    """Loaded field values: unknown top-level fields and part fields outside their table are
+    errors (the values themselves are validated with the spec)."""
     unknown = [k for k in loaded if k not in Spec.model_fields]
     if unknown:
-        raise AttnlabError(
-            f"--config {path}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(Spec.model_fields)}"
-        )
+        raise AttnlabError(f"{label}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(Spec.model_fields)}")
     for kind in P.PART_KINDS:
         if kind in loaded and not isinstance(loaded[kind], dict):
-            raise AttnlabError(f"--config {path}: {kind} must be a table ([{kind}])")
+            raise AttnlabError(f"{label}: {kind} must be a table ([{kind}])")
     return loaded
 
 
@@ -401,15 +422,43 @@ def reproduce(
 ) -> dict:
     """Run (or resume) the experiment into ``out``; write results.parquet, figures,
     verdict.json and report.html. Returns the verdict."""
-    from attnlab import report  # heavy imports only when a run happens
-    from attnlab.provenance import provenance, versions
+    from attnlab import report
+
+    check_executor(executor)
+    spec = exp.spec(scale, sets, config)
+    command = report.command_line(exp.id, scale, sets or [], config, out, executor)
+    return run_spec(exp, spec, scale, out, sets or [], command, executor=executor, progress=progress, force=force)
+
+
+def check_executor(executor: str) -> None:
+    from attnlab.sweep import executors
+
+    if executor not in executors.EXECUTORS:
+        raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(executors.EXECUTORS)}")
+    if executor == "ray":
+        executors.import_ray()  # a missing optional extra is reported before anything is written
+
+
+def run_spec(
+    exp: Experiment,
+    spec: ExperimentSpec,
+    scale: str,
+    out: Path,
+    sets: Sequence[str],
+    command: str,
+    executor: str = "local",
+    progress: bool = True,
+    force: bool = False,
+) -> dict:
+    """Train (or resume) a validated spec's cells into ``out`` and finish (analysis, figures,
+    verdict, report): the pipeline behind both ``reproduce`` and user-defined grids
+    (:mod:`attnlab.experiments.sweep`), so both share one store, resume and compatibility check.
+    ``command`` is the command line recorded in the verdict."""
+    from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
     from attnlab.sweep import executors, grid
     from attnlab.sweep.store import Store, atomic_write_bytes
     from attnlab.train import default_strategy
 
-    if executor not in executors.EXECUTORS:
-        raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(executors.EXECUTORS)}")
-    spec = exp.spec(scale, sets, config)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AttnlabError(f"--out {out}: exists and is not a directory")
@@ -452,25 +501,111 @@ def reproduce(
     trained_table = store.assemble(ids, write=False)
     table = exp.derive(trained_table, spec)
     store.write_results(table)
-    cols = table_columns(table)
-    analysis = exp.analyse(cols, spec)
-    figures = exp.figures(cols, spec, analysis, out)
-    runtime = time.perf_counter() - t0
+    atomic_write_bytes(out / "spec.json", json.dumps(spec.model_dump(), indent=2).encode())
     dtype = str(cells[0].get("train.dtype", "float32"))
     verdict = {
         "experiment": exp.id,
         "scale": scale,
         "cells": len(cells),
         "cells_trained_now": trained,
-        "runtime_s": round(runtime, 3),
+        "runtime_s": None,  # set once the figures are drawn
         "train_seconds_total": float(np.sum(trained_table.column("seconds").to_numpy())),
         "provenance": provenance(default_strategy(), dtype),
-        "claims": [c.to_json() for c in analysis.claims],
+        "command": command,
+        "store_warnings": list(store.notes),  # e.g. damaged parts moved aside and trained again
+        "claims": [],
     }
-    atomic_write_bytes(out / "spec.json", json.dumps(spec.model_dump(), indent=2).encode())
+    return finish(exp, spec, out, table_columns(table), verdict, sets, started=t0)
+
+
+def finish(exp: Experiment, spec, out: Path, cols: dict[str, np.ndarray], verdict: dict, sets: Sequence[str] = (),
+           started: float | None = None) -> dict:  # fmt: skip
+    """Analysis, figures, verdict.json and report.html from a results table: the tail of
+    :func:`reproduce` and the whole of :func:`rebuild`, so a rebuilt report is the one a run
+    writes. ``verdict`` is the run's record (cells, runtime, provenance, command); its claims
+    are replaced by the analysis's, and its runtime is measured up to now if ``started`` is
+    given."""
+    from attnlab import report
+    from attnlab.sweep.store import atomic_write_bytes
+
+    analysis = exp.analyse(cols, spec)
+    figures = exp.figures(cols, spec, analysis, out)
+    verdict = dict(verdict, claims=[c.to_json() for c in analysis.claims])
+    if started is not None:
+        verdict["runtime_s"] = round(time.perf_counter() - started, 3)
+        verdict["finished_at"] = report.utc_now()
     atomic_write_bytes(out / "verdict.json", json.dumps(verdict, indent=2, default=_json_default).encode())
-    report.write(out / "report.html", exp, spec, verdict, analysis, figures, sets or [])
+    report.write(out / "report.html", exp, spec, verdict, analysis, figures, list(sets))
     return verdict
+
+
+@dataclass
+class Stored:
+    """A results directory as read back: its experiment, spec and verdict (results read later)."""
+
+    out: Path
+    exp: Experiment
+    spec: ExperimentSpec
+    verdict: dict
+
+
+def load_results(out: Path) -> Stored:
+    """Read and check a results directory (verdict.json, spec.json, results.parquet) without
+    writing anything, so that a bad directory among several stops a rebuild before any write."""
+    import pyarrow.parquet as pq
+
+    from attnlab.experiments import get
+
+    out = Path(out)
+    if not (out / "verdict.json").is_file():
+        what = "does not exist" if not out.exists() else "has no verdict.json" if out.is_dir() else "is not a directory"
+        writers = "`attnlab reproduce` or `attnlab sweep` writes one"
+        raise AttnlabError(f"{out}: not a results directory ({what}; {writers})")
+    verdict = _read_json(out / "verdict.json")
+    missing = [k for k in ("experiment", "scale", "claims") if k not in verdict] if isinstance(verdict, dict) else []
+    if not isinstance(verdict, dict) or missing:
+        raise AttnlabError(f"{out / 'verdict.json'}: not a verdict (missing {', '.join(missing) or 'an object'})")
+    try:
+        exp = get(verdict["experiment"])
+    except AttnlabError as e:
+        raise AttnlabError(f"{out / 'verdict.json'}: {e}") from None
+    if not (out / "spec.json").is_file():
+        raise AttnlabError(f"{out}: no spec.json beside verdict.json (rerunning the command that wrote it restores it)")
+    try:
+        spec = exp.Spec.model_validate(_read_json(out / "spec.json"))
+    except ValidationError as e:
+        raise AttnlabError(f"{out / 'spec.json'}: {format_validation_error(e)}") from None
+    try:
+        pq.read_schema(out / "results.parquet")
+    except (OSError, pa.ArrowException) as e:
+        raise AttnlabError(f"{out / 'results.parquet'}: cannot read ({e})") from None
+    return Stored(out, exp, spec, verdict)
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as e:
+        raise AttnlabError(f"{path}: cannot read ({e.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AttnlabError(f"{path}: malformed JSON: {e}") from None
+
+
+def rebuild(out: Path | Stored) -> dict:
+    """Redraw the figures and rewrite verdict.json and report.html of a results directory from
+    its stored results, without training: claims come from the analysis of results.parquet by
+    the current code, the run's record (cells, runtime, provenance, command) is kept, and the
+    rebuild itself is recorded under ``rebuilt``."""
+    import pyarrow.parquet as pq
+
+    from attnlab import report
+    from attnlab.provenance import git_sha
+
+    stored = out if isinstance(out, Stored) else load_results(out)
+    cols = table_columns(pq.read_table(stored.out / "results.parquet"))
+    rebuilt = {"at": report.utc_now(), "attnlab_version": report.attnlab_version(), "git_sha": git_sha()}
+    verdict = dict(stored.verdict, rebuilt=rebuilt)
+    return finish(stored.exp, stored.spec, stored.out, cols, verdict)
 
 
 def _json_default(x):
