@@ -42,7 +42,9 @@ def test_list_prints_every_experiment():
     assert "jiang2024-fig1" in r.output and "jiang2024-fig3" in r.output
 
 
-SMOKE_IDS = ["jiang2024-fig1", "jiang2024-fig3", "li2023-fig1", "li2023-fig3", "li2023-fig4"]
+SMOKE_IDS = ["jiang2024-fig1", "jiang2024-fig2", "jiang2024-fig3", "li2023-fig1", "li2023-fig3", "li2023-fig4",
+             "li2023-fig5",
+             "wu2023-vit-mnist", "wu2023-data-gram"]
 OTHER_IDS = ["li2023-fig2", "li2023-noise", "li2023-init-error", "wu2023-fig1", "wu2023-fig9", "wu2023-init",
              "wu2023-width", "wu2023-ntk-limit"]
 
@@ -54,7 +56,7 @@ def check_results_table(exp, table, v):
     assert {"id", "data.N", "train.lr", "test_loss", "test_error", "status"} <= names
     if exp.startswith("jiang2024"):
         assert table.num_rows == v["cells"]
-        assert {"data.mu", "model.d_h"} <= names
+        assert ({"data.signal", "snr"} if exp == "jiang2024-fig2" else {"data.mu"}) | {"model.d_h"} <= names
     if exp == "jiang2024-fig3":
         assert set(table.column("regime").to_pylist()) == {"harmful", "benign"}
         assert {"trace_attn_weak_max_mean", "trace_qk_strong_strong", "trace_V_signal"} <= names

@@ -394,3 +394,177 @@ def test_images_cifar_noise_border_in_the_engine(cifar):
     too_many = [dict(cells[0], **{"data.N": int(counts[a] + counts[b] + 1)})]
     with pytest.raises(AttnlabError, match=f"data.N: {counts[a] + counts[b] + 1} exceeds the pool"):
         run_bucket(too_many)
+
+
+def test_images_signal_scales_the_image_pixels_only_and_is_batched():
+    """``data.signal`` multiplies the image's own entries (:func:`images.image_mask`), not the noise canvas,
+    in the training and the test samples; cells that differ only in it share one bucket."""
+    spec = ExperimentSpec(
+        data={"name": "images", "classes": "3,8", "crop": 20, "border": 4, "sigma": 0.5, "patch": 7, "pool": 40,
+              "N": 6, "n_test": 4, "signal": [1.0, 2.5]},
+        model={"name": "jiang2024", "d_h": 4, "d_v": 4},
+        train={"dtype": "float64", "max_steps": 2},
+    )  # fmt: skip
+    cells = expand(spec)
+    assert [c["data.signal"] for c in cells] == [1.0, 2.5]
+    comp, static, _ = bucket_of(cells)  # one bucket: signal is a per-cell input
+    assert comp.classify("data.signal") == "batched" and "signal" not in I.STATIC
+    sh = comp.shared(static)
+    s = {k[5:]: v for k, v in static.items() if k.startswith("data.")}
+    mask = I.image_mask(s, sh["offset"])
+    share = mask.mean(axis=2)
+    assert np.all((share > 0) == (mask.any(axis=2))) and ((share > 0) & (share < 1)).any()  # 20 px in 7-px patches
+    assert mask.sum(axis=(1, 2)).tolist() == [400] * 40  # the 20×20 crop, wherever the patch edges fall
+    problem = comp.problem(static, {"data.N": 6})
+    v = grid.batch_inputs(comp, cells)
+    v["key"] = np.stack([v["key"][0]] * 2)  # the same subset at both signals
+    with x64(cells[0]):
+        a, b = (problem.make_data(jnp.asarray(v["key"][i]), {k: x[i] for k, x in v.items()}, sh) for i in (0, 1))
+    idx = [int(np.flatnonzero((sh["X"] == np.asarray(x, np.float32)).all(axis=(1, 2)))[0]) for x in a["X"]]
+    np.testing.assert_array_equal(np.asarray(a["X"]), sh["X"][idx])  # signal = 1 leaves the pool as it is
+    m = I.image_mask(s, sh["offset"][idx])
+    np.testing.assert_allclose(np.asarray(b["X"]), np.where(m, 2.5, 1.0) * sh["X"][idx], rtol=1e-6)
+    mt = I.image_mask(s, sh["offset_test"])
+    np.testing.assert_allclose(np.asarray(b["X_test"]), np.where(mt, 2.5, 1.0) * sh["X_test"], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- spurious patches (li2023-fig5)
+
+SPUR_SPEC = ExperimentSpec(
+    data={"name": "images", "classes": "3,8", "patch": 7, "pool": 200, "N": [6, 10], "n_test": 200,
+          "spurious": "fashion_mnist", "spurious_classes": "1,8", "spurious_pool": 30,
+          "alpha_star": [0.5625, 0.75, 1.0], "sparsify": [False, True], "sparsify_test": [False, True]},
+    model={"name": "li2023-vit", "m": 4, "init": "gaussian", "m_a": 3, "m_b": 3},
+    train={"dtype": "float64", "lr": 0.5, "max_steps": 4},
+)  # fmt: skip
+SPUR_CELLS = expand(SPUR_SPEC)
+
+
+_MAKERS: dict = {}
+
+
+def _spur_data(cells, i, pads=10):
+    """Cell i's data (numpy) padded to ``pads``, and the bucket's shared arrays (one compiled
+    data generator per bucket and pads)."""
+    comp, static, key = bucket_of(cells)
+    if (key, pads) not in _MAKERS:
+        _MAKERS[key, pads] = jax.jit(comp.problem(static, {"data.N": pads}).make_data), comp.shared(static)
+    make, shared = _MAKERS[key, pads]
+    v = grid.batch_inputs(comp, cells)
+    with x64(cells[0]):
+        d = make(jnp.asarray(v["key"][i]), {k: x[i] for k, x in v.items()}, shared)
+    return jax.tree.map(np.asarray, d), shared
+
+
+def test_spurious_fractions_are_exact_and_the_grid_shares_a_bucket():
+    bucket_of(SPUR_CELLS)  # α_*, N, sparsify, sparsify_test: per-cell inputs of one program
+    for i, c in enumerate(SPUR_CELLS[:12]):
+        d, _ = _spur_data(SPUR_CELLS, i)
+        n_spur = 16 - round(c["data.alpha_star"] * 16)
+        for split in ("X", "X_test"):
+            assert d[split]["tokens"].shape[1:] == (16, 49)
+            assert (d[split]["spurious"].sum(1) == n_spur).all(), (c["data.alpha_star"], split)
+    d, _ = _spur_data(SPUR_CELLS, 0)
+    assert len({tuple(np.flatnonzero(s)) for s in d["X_test"]["spurious"]}) > 150  # positions random per image
+
+
+def test_spurious_tokens_are_source_patches_at_the_same_positions(mnist):
+    d, sh = _spur_data(SPUR_CELLS, 0)
+    base = {X.tobytes(): X for X in sh["X"]}
+    for split, pools in (("X", (sh["S_a"], sh["S_b"])), ("X_test", (sh["S_test"],))):
+        S = np.concatenate(pools)
+        for x, spur in zip(d[split]["tokens"], d[split]["spurious"], strict=True):
+            # one source image supplies every spurious token, each from its own position
+            match = (S[:, spur] == x[spur]).all(axis=(1, 2))
+            assert match.any()
+            if split == "X":  # the rest is the base image, untouched
+                own = [X for X in base.values() if (X[~spur] == x[~spur]).all()]
+                assert own
+    assert sh["S_test"].shape[0] == 300 and sh["S_test_count"].tolist() == [30] * 10
+
+
+def test_spurious_source_follows_the_label_in_training_only():
+    d, _ = _spur_data(SPUR_CELLS, 0)
+    y, src = d["y"], d["X"]["source"]
+    assert (src[y > 0] == 1).all() and (src[y < 0] == 8).all()  # Trouser for +1, Bag for −1
+    yt, st = d["y_test"], d["X_test"]["source"]
+    assert set(np.unique(st)) == set(range(10))  # the ten classes, drawn uniformly
+    for c in (1, 8):  # the training classes appear in both test classes, about 1/10 of the time
+        for lab in (1, -1):
+            share = np.mean(st[yt == lab] == c)
+            assert 0.0 < share < 0.25, (c, lab, share)
+
+
+def test_sparsify_removes_exactly_the_spurious_tokens():
+    for i, c in enumerate(SPUR_CELLS[:12]):
+        d, _ = _spur_data(SPUR_CELLS, i)
+        for split, flag in (("X", "data.sparsify"), ("X_test", "data.sparsify_test")):
+            x = d[split]
+            expect = ~x["spurious"] if c[flag] else np.ones_like(x["spurious"])
+            np.testing.assert_array_equal(x["mask"], expect)
+
+
+def test_spurious_padding_keeps_the_samples_and_vectorised_equals_reference():
+    cell = next(c for c in SPUR_CELLS if c["data.N"] == 6 and c["data.alpha_star"] == 0.75 and c["data.sparsify"])
+    i = SPUR_CELLS.index(cell)
+    small, _ = _spur_data(SPUR_CELLS, i, pads=6)
+    big, _ = _spur_data(SPUR_CELLS, i, pads=10)
+    for k in ("tokens", "mask", "spurious", "source"):
+        np.testing.assert_array_equal(big["X"][k][:6], small["X"][k])
+        np.testing.assert_array_equal(big["X_test"][k], small["X_test"][k])
+    out = run_bucket([cell], pads={"data.N": 10})  # padded, against the unpadded reference
+    assert_same(cell_of(out, 0), run_reference(cell))
+
+
+def test_bad_spurious_fields_are_clear_errors():
+    ok = dict(spurious="fashion_mnist", patch=7)
+    cases = {
+        "data.alpha_star: α_\\*·M = 0.56·16 = 8.96 is not a whole number ≥ 1 of the image's M = 16 patches; "
+        "valid: k/M for k = 1..16 \\(1/16 = 0.0625": dict(ok, alpha_star=0.56),
+        "data.alpha_star: α_\\*·M = 0.03·16": dict(ok, alpha_star=0.03),
+        "data.alpha_star: 0.5 < 1 replaces patches: set data.spurious": dict(patch=7, alpha_star=0.5),
+        "data.sparsify: needs spurious patches": dict(sparsify=True),
+        "data.sparsify_test: needs spurious patches": dict(sparsify_test=True),
+        "data.border: spurious patches replace image patches, so they need border = 0": dict(ok, border=7),
+        "data.spurious_classes: \\[10\\] not classes of fashion_mnist": dict(ok, spurious_classes="1,10"),
+    }
+    for msg, fields in cases.items():
+        with pytest.raises(ValueError, match=msg):
+            I.Spec(**fields)
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="alpha_star"):
+            I.Spec(**ok, alpha_star=bad)
+    spec = ExperimentSpec(data={"name": "images", "patch": 7, "alpha_star": [0.5, 0.55], "spurious": "fashion_mnist"},
+                          model={"name": "vit"})  # fmt: skip
+    with pytest.raises(AttnlabError, match="invalid spec: data: data.alpha_star: α_\\*·M = 0.55·16"):
+        expand(spec)
+
+
+def test_to_layout_brings_a_source_to_the_base_layout(fashion):
+    x = fashion.x_train[:3]
+    c = I.to_layout(x, "fashion_mnist", "cifar10")
+    assert c.shape == (3, 32, 32, 3) and c.dtype == np.uint8
+    np.testing.assert_array_equal(c[:, 2:30, 2:30, 1], x)  # centred on a black canvas, every channel
+    assert c[:, :2].max() == 0 and c[:, :, 30:].max() == 0
+    rgb = np.stack([x, x // 2, np.zeros_like(x)], -1)
+    back = I.to_layout(np.pad(rgb, [(0, 0), (2, 2), (2, 2), (0, 0)]), "cifar10", "mnist")
+    np.testing.assert_array_equal(back, np.rint((x.astype(np.float32) + x // 2) / 3).astype(np.uint8))
+
+
+def test_cifar_base_with_fashion_spurious_patches(cifar):
+    root, x, y, xt, yt = cifar
+    counts = np.bincount(y, minlength=10)
+    a, b = np.argsort(-counts * (np.bincount(yt, minlength=10) > 0), kind="stable")[:2]
+    cells = expand(ExperimentSpec(
+        data={"name": "images", "dataset": "cifar10", "cifar_dir": str(root), "classes": f"{a},{b}", "patch": 8,
+              "N": 4, "n_test": 2, "spurious": "fashion_mnist", "spurious_classes": "1,8", "spurious_pool": 5,
+              "alpha_star": 0.5625},
+        model={"name": "li2023-vit", "m": 4},
+        train={"dtype": "float64", "lr": 0.5, "max_steps": 3},
+    ))  # fmt: skip
+    d, sh = _spur_data(cells, 0, pads=4)
+    assert sh["S_a"].shape == (5, 16, 192) and d["X"]["tokens"].shape == (4, 16, 192)
+    assert (d["X"]["spurious"].sum(1) == 7).all()
+    # Fashion-MNIST's grey patches are the same in the three channels
+    t = d["X"]["tokens"][d["X"]["spurious"]].reshape(-1, 64, 3)
+    assert np.allclose(t[..., 0], t[..., 1]) and np.allclose(t[..., 0], t[..., 2])

@@ -19,12 +19,28 @@ model), never a new family: the model takes its input shape (tokens, d) from the
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
+import os
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
+import jax
 import jax.numpy as jnp
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_serializer,
+    model_validator,
+)
 
 from attnlab import train as T
 from attnlab.errors import AttnlabError
@@ -86,7 +102,14 @@ class Model:
 
 
 class Recipe(PartSpec):
-    """The training recipe (the trainer's own fields, shared by every paper)."""
+    """The training recipe (the trainer's own fields, shared by every paper).
+
+    Warm start (any model): ``init_from`` names an .npz of parameters (e.g. a pretraining cell's
+    saved ones, :func:`write_params`), loaded once per process and checked against the model's
+    names and shapes; every cell then starts from them instead of the model's random init. Its
+    ``init_sha256`` (:func:`params_sha256`) is part of the cell, so the id changes with the
+    parameters; the path is part of the id but not of the cell's random draws
+    (:data:`attnlab.sweep.grid.HOW`), so the same parameters elsewhere draw the same data."""
 
     loss: Literal["logistic", "hinge", "squared"] = Field("logistic", description="per-sample loss")
     optimizer: Literal["gd", "momentum", "adam"] = Field("gd", description="optimiser")
@@ -115,11 +138,91 @@ class Recipe(PartSpec):
         description="use the model's exact fast paths (a cheaper apply; the dual Gram form under full-batch "
         "gd/momentum when N·L < d); false: the plain path",
     )
+    init_from: str = Field(
+        "", description="start from the parameters in this .npz file (the model's own names and shapes; '': the "
+        "model's init); like data paths it must be readable where the cell trains"
+    )
+    init_sha256: str = Field(
+        "", description="params_sha256 of init_from's parameters: filled in from the file when empty, checked "
+        "against it before training"
+    )
+
+    @model_validator(mode="after")
+    def _init_file(self):
+        if self.init_sha256 and not self.init_from:
+            raise ValueError("train.init_sha256: given without train.init_from (the file it is the digest of)")
+        if self.init_from and not self.init_sha256:
+            self.init_sha256 = read_params(self.init_from)[1]
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        """A cell without init_from has neither field, so every earlier cell keeps its id."""
+        d = handler(self)
+        if not self.init_from:
+            d.pop("init_from", None)
+            d.pop("init_sha256", None)
+        return d
 
 
 RECIPE_VERSION = 4
 RECIPE_STATIC = tuple(f for f in Recipe.model_fields if f not in ("lr", "lr_mult"))
 RECIPE_BATCHED = ("lr",)
+
+
+def params_sha256(params: dict) -> str:
+    """sha256 over the parameters in name order: each name, dtype, shape and C-order bytes. It
+    depends on the numbers only (not on how a file holding them was written)."""
+    h = hashlib.sha256()
+    for name in sorted(params):
+        a = np.ascontiguousarray(params[name])
+        h.update(f"{name}\0{a.dtype.str}{a.shape}\0".encode())
+        h.update(a.data)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _read_params(path: str, mtime_ns: int, size: int) -> tuple[dict, str]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            params = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise AttnlabError(f"train.init_from: cannot read {path} as an .npz of parameter arrays ({e})") from None
+    for a in params.values():
+        a.setflags(write=False)
+    return params, params_sha256(params)
+
+
+def read_params(path: str) -> tuple[dict[str, np.ndarray], str]:
+    """(parameters, params_sha256) of an .npz file; read once per process while the file is unchanged."""
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise AttnlabError(f"train.init_from: no parameter file {path} ({e.strerror})") from None
+    return _read_params(str(p), st.st_mtime_ns, st.st_size)
+
+
+def write_params(params: dict, directory: str | Path | None = None) -> tuple[str, str]:
+    """Store parameters for ``train.init_from``: (path, params_sha256) of ``<directory>/<sha256>.npz``
+    (default directory: ``params`` in attnlab's cache, :func:`attnlab.data.images.cache_dir`).
+    The name is the content's digest, so an existing file of that name is kept as it is."""
+    from attnlab.data.images import cache_dir
+    from attnlab.sweep.store import atomic_write_bytes
+
+    params = {k: np.asarray(v) for k, v in params.items()}
+    digest = params_sha256(params)
+    path = Path(directory).expanduser() if directory else cache_dir() / "params"
+    path = path / f"{digest}.npz"
+    if not (path.is_file() and read_params(str(path))[1] == digest):
+        buf = io.BytesIO()
+        np.savez(buf, **params)
+        try:
+            os.makedirs(path.parent, exist_ok=True)
+            atomic_write_bytes(path, buf.getvalue())
+        except OSError as e:
+            raise AttnlabError(f"train.init_from: cannot write {path} ({e.strerror})") from None
+    return str(path), digest
 
 
 STOP_FNS = {
@@ -271,13 +374,35 @@ class Composition:
         returns parameter -> learning-rate group."""
         hp = self._hp(static)
         groups = {p: g for g, ps in self.model.groups(hp).items() for p in ps}
-        unknown = sorted(set(Recipe(**split(static, "train")).lr_mult) - set(groups.values()) - set(groups))
+        recipe = Recipe(**split(static, "train"))
+        unknown = sorted(set(recipe.lr_mult) - set(groups.values()) - set(groups))
         if unknown:
             raise AttnlabError(
                 f"train.lr_mult: unknown group(s) {unknown} for model {self.model.name!r}; "
                 f"valid: {sorted(set(groups.values()))} or a parameter name"
             )
+        if recipe.init_from:
+            self._stored_init(recipe, hp, jnp.dtype(recipe.dtype))
         return groups
+
+    def _stored_init(self, recipe: Recipe, hp, dtype) -> dict[str, np.ndarray]:
+        """The parameters of ``recipe.init_from`` checked against the model's own (names, shapes)
+        and the cell's init_sha256, cast to the model's dtypes."""
+        params, digest = read_params(recipe.init_from)
+        if digest != recipe.init_sha256:
+            raise AttnlabError(f"train.init_from: {recipe.init_from} holds parameters with sha256 {digest}, not the "
+                               f"cell's train.init_sha256 {recipe.init_sha256} (the file changed)")  # fmt: skip
+        with jax.enable_x64(jnp.dtype(dtype) == jnp.float64):
+            want = jax.eval_shape(lambda: self.model.init(jax.random.PRNGKey(0), hp, dtype))
+        missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
+        shapes = [f"{k} {params[k].shape} (model: {want[k].shape})" for k in sorted(set(want) & set(params))
+                  if params[k].shape != want[k].shape]  # fmt: skip
+        if missing or extra or shapes:
+            what = "; ".join(f"{label}: {', '.join(v)}" for label, v in (("missing", missing), ("not the model's", extra),
+                             ("shapes differ", shapes)) if v)  # fmt: skip
+            raise AttnlabError(f"train.init_from: {recipe.init_from} does not fit model {self.model.name!r} of this "
+                               f"cell: {what}")  # fmt: skip
+        return {k: np.asarray(params[k], np.dtype(want[k].dtype)) for k in want}  # numpy keeps float64 outside x64
 
     def problem(self, static: dict, pads: dict) -> T.Problem:
         """The trainer's Problem for a bucket's static fields and a chunk's padded sizes."""
@@ -297,9 +422,13 @@ class Composition:
         if recipe.probes:
             ctx = Context(self.data, self.model, ds, hp, loss, apply)
             probes, array_probes = part("probes", recipe.probes).build(ctx)
+        init = lambda key, v: self.model.init(key, hp, dtype)
+        if recipe.init_from:  # every cell of the bucket starts from the stored parameters (no random init)
+            stored = self._stored_init(recipe, hp, dtype)
+            init = lambda key, v: {k: jnp.asarray(a) for k, a in stored.items()}
         return T.Problem(
             make_data=make_data,
-            init=lambda key, v: self.model.init(key, hp, dtype),
+            init=init,
             apply=apply,
             loss=loss,
             trainable=self.model.trainable(hp),

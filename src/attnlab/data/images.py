@@ -52,6 +52,31 @@ A cell's N training samples are the first N of an order of the training pool dra
 cell's ``data`` stream: a uniform permutation, interleaved by class (+1, −1, +1, …) when
 ``balanced`` so that any prefix is as balanced as it can be. Padding takes a longer prefix of the
 same order, so a padded cell trains on exactly the samples of the unpadded one.
+
+Spurious patches (``spurious`` = the source data set, "" = none; Li et al. 2023, Fig. 5). Of the
+M patches of every image, M − [α_*·M] are replaced by the patches at the same positions of an
+image from the source (cut and paste, so the result is still one image); ``alpha_star`` (α_*,
+per cell: an α_* grid shares a bucket) is the fraction of the image's own, label-relevant
+patches, and α_*·M must be a whole number, so the fraction is exact. Which source image:
+
+    training   class +1 takes a uniformly drawn training image of source class a, class −1 one
+               of class b, (a, b) = ``spurious_classes``: the patches' source predicts the label
+    test       a source class drawn uniformly from the classes of the source's test split,
+               independent of the label, then a uniformly drawn test image of that class
+
+Which positions: a uniformly random set per image, drawn from the cell's stream (``data`` for
+sample i of the training order, ``test`` for test image i, each folded with i, so padding does
+not change a sample). The source pool holds at most ``spurious_pool`` images per class (drawn
+once with ``pool_seed``), prepared as the base images (steps 2, 3 with the base pool's
+statistics, 5, 6) after being brought to the base's layout: a smaller image is centred on a
+black canvas (Fashion-MNIST's 28×28 in CIFAR-10's 32×32), a larger one centre-cropped;
+grayscale is copied to every channel, colour is averaged to grayscale. With a source, a sample is
+the pytree {"tokens" (M, d), "mask" (M,) bool, "spurious" (M,) bool, "source" () int32: the
+source class of its spurious patches}; without one, a plain (M, d) token array.
+
+Token sparsification (mirroring li2023's ``sparsify`` / ``sparsify_test``, per cell): with
+``sparsify`` the spurious tokens leave the training samples' token mask S (every model's
+softmax and pooling run over the kept tokens only), with ``sparsify_test`` the test samples'.
 """
 
 from __future__ import annotations
@@ -653,8 +678,21 @@ class Spec(PartSpec):
         1.0, description="the image's pixels (not the noise canvas) times this, per cell: the signal strength against "
         "the border noise"
     )
+    spurious: Literal["", "mnist", "fashion_mnist", "cifar10"] = Field(
+        "", description="data set the spurious patches come from ('' : none; its location is its own path field)"
+    )
+    spurious_classes: str = Field(
+        "0,1", description="source classes a,b of the training images' spurious patches: a for label +1, b for −1"
+    )
+    spurious_pool: PositiveInt = Field(1000, description="source images kept per class (training and test pools)")
+    alpha_star: float = Field(
+        1.0, gt=0, le=1, description="α_*: fraction of each image's own patches, per cell; the other 1 − α_* are "
+        "spurious (α_*·M must be a whole number of patches)"
+    )
+    sparsify: bool = Field(False, description="remove the spurious tokens from the training samples' token mask")
+    sparsify_test: bool = Field(False, description="remove the spurious tokens from the test samples' token mask")
 
-    @field_validator("classes", mode="before")
+    @field_validator("classes", "spurious_classes", mode="before")
     @classmethod
     def _classes(cls, v):
         try:
@@ -692,12 +730,36 @@ class Spec(PartSpec):
         if self.n_test > n_test:
             errs.append(f"data.n_test: {self.n_test} exceeds the {n_test} test images of classes {self.classes} "
                         f"in {self.dataset}")  # fmt: skip
+        errs += self._spurious_errors(side)
         if errs:
             raise ValueError("; ".join(errs))
         return self
 
+    def _spurious_errors(self, side: int) -> list[str]:
+        """The spurious-patch fields against each other and the image's M patches."""
+        M = (side // self.patch) ** 2 if side % self.patch == 0 else 0
+        if not self.spurious:
+            bad = [f"data.{f}: needs spurious patches (set data.spurious to their source data set)"
+                   for f in ("sparsify", "sparsify_test") if getattr(self, f)]  # fmt: skip
+            if self.alpha_star < 1:
+                bad.append(f"data.alpha_star: {self.alpha_star} < 1 replaces patches: set data.spurious to their "
+                           "source data set")  # fmt: skip
+            return bad
+        errs, n_cls = [], len(INFO[self.spurious].class_names)
+        bad = [c for c in parse_classes(self.spurious_classes) if not 0 <= c < n_cls]
+        if bad:
+            errs.append(f"data.spurious_classes: {bad} not classes of {self.spurious} (0..{n_cls - 1})")
+        if self.border:
+            errs.append(f"data.border: spurious patches replace image patches, so they need border = 0, got {self.border}")
+        kept = self.alpha_star * M
+        if M and (abs(kept - round(kept)) > 1e-6 or round(kept) < 1):
+            valid = ", ".join(f"{k}/{M} = {k / M:.6g}" for k in (1, 2, M // 2, M - 1) if 0 < k < M)
+            errs.append(f"data.alpha_star: α_*·M = {self.alpha_star}·{M} = {kept:.6g} is not a whole number ≥ 1 of "
+                        f"the image's M = {M} patches; valid: k/M for k = 1..{M} ({valid}, 1)")  # fmt: skip
+        return errs
 
-BATCHED = ("N", "signal")
+
+BATCHED = ("N", "signal", "alpha_star", "sparsify", "sparsify_test")
 STATIC = tuple(f for f in Spec.model_fields if f not in BATCHED)
 
 
@@ -712,8 +774,58 @@ def input_shape(s: dict) -> dict:
     return {"tokens": (side // s["patch"]) ** 2, "d": s["patch"] ** 2 * C}
 
 
-def _location(s: dict) -> str:
-    return {"mnist": s["mnist_path"], "fashion_mnist": s["fashion_dir"], "cifar10": s["cifar_dir"]}[s["dataset"]]
+def _location(s: dict, dataset: str | None = None) -> str:
+    """The path field of ``dataset`` (default: the base data set)."""
+    return {"mnist": s["mnist_path"], "fashion_mnist": s["fashion_dir"], "cifar10": s["cifar_dir"]}[dataset or s["dataset"]]
+
+
+def to_layout(x: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """uint8 images of data set ``src`` in the layout (side, channels) of ``dst``: a smaller image
+    centred on a black canvas, a larger one centre-cropped; grayscale copied to every channel,
+    colour averaged to grayscale (rounded)."""
+    a, b = INFO[src], INFO[dst]
+    if a.channels and not b.channels:
+        x = np.rint(x.astype(np.float32).mean(-1)).astype(np.uint8)
+    elif b.channels and not a.channels:
+        x = np.repeat(x[..., None], b.channels, -1)
+    ch = b.channels > 0
+    if a.side > b.side:
+        x = center_crop(x, b.side, channels=ch)
+    elif a.side < b.side:
+        lo = (b.side - a.side) // 2
+        pad = [(0, 0), (lo, b.side - a.side - lo), (lo, b.side - a.side - lo)] + [(0, 0)] * ch
+        x = np.pad(x, pad)
+    return np.ascontiguousarray(x)
+
+
+def _spurious_pool(s: dict, stats) -> dict[str, np.ndarray]:
+    """The source's patches, prepared as the base images: S_a, S_b (≤ spurious_pool training
+    images of classes a, b each) and S_test (≤ spurious_pool test images of every class, sorted by
+    class), with S_test_class (K,) the classes present, S_test_start and S_test_count (K,)."""
+    data = _loaded(s["spurious"], _location(s, s["spurious"]))
+    where = s["spurious"] + (f" at {_location(s, s['spurious'])}" if _location(s, s["spurious"]) else "")
+    rng = np.random.default_rng([s["pool_seed"], 4])
+
+    def take(x, y, c):
+        idx = np.flatnonzero(y == c)
+        idx = np.sort(rng.permutation(idx)[: s["spurious_pool"]])
+        return to_layout(x[idx], s["spurious"], s["dataset"])
+
+    def prepare(x):  # no canvas (border = 0): the rng of _prepare is unused
+        return _prepare(x, s, stats, rng)[0]
+
+    out = {}
+    for name, c in zip(("S_a", "S_b"), parse_classes(s["spurious_classes"]), strict=True):
+        x = take(data.x_train, data.y_train, c)
+        if not len(x):
+            raise AttnlabError(f"data.spurious_classes: class {c} has no training image in {where}")
+        out[name] = prepare(x)
+    classes = np.unique(data.y_test)
+    parts = [take(data.x_test, data.y_test, c) for c in classes]
+    count = np.array([len(x) for x in parts], np.int32)
+    out |= {"S_test": prepare(np.concatenate(parts)), "S_test_class": classes.astype(np.int32),
+            "S_test_start": (np.cumsum(count) - count).astype(np.int32), "S_test_count": count}  # fmt: skip
+    return out
 
 
 def _prepare(x: np.ndarray, s: dict, stats, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -780,6 +892,8 @@ def _pool(key: tuple) -> dict[str, np.ndarray]:
     X_test, offset_test = _prepare(x_te, s, stats, np.random.default_rng([s["pool_seed"], 3]))
     out = {"X": X, "y": y_tr.astype(np.float32), "offset": offset,
            "X_test": X_test, "y_test": y_te.astype(np.float32), "offset_test": offset_test}  # fmt: skip
+    if s["spurious"]:
+        out |= _spurious_pool(s, stats)
     for a in out.values():
         a.setflags(write=False)
     return out
@@ -792,7 +906,8 @@ def _where(s: dict) -> str:
 def shared(s: dict) -> dict[str, np.ndarray]:
     """The bucket's arrays, built once per process for its static fields: the training pool X
     (P, M, d) float32 (at ``signal`` = 1), y (P,) ±1 and each image's offset (P, 2) in its canvas,
-    and the test split X_test, y_test, offset_test."""
+    and the test split X_test, y_test, offset_test; with ``spurious``, the source's patches
+    (:func:`_spurious_pool`)."""
     return _pool(tuple((k, s[k]) for k in STATIC))
 
 
@@ -811,32 +926,79 @@ def with_signal(X, offsets, signal, s):
     return X * jnp.where(image_mask(s, offsets), signal, 1).astype(X.dtype)
 
 
+def spurious_mix(key, X, alpha_star, draw):
+    """Tokens X (n, M, d) with M − [α_*·M] patches of each image replaced: for image i (key
+    fold_in(key, i)) a uniformly random set of positions and ``draw(k, i) -> (source tokens
+    (M, d), source class)``, whose tokens at those positions replace the image's. Returns
+    (tokens, spurious (n, M) bool, source class (n,) int32)."""
+    n, M = X.shape[0], X.shape[1]
+    n_spur = M - jnp.round(alpha_star * M).astype(jnp.int32)
+
+    def one(i, x):
+        k_pos, k_src = jax.random.split(jax.random.fold_in(key, i))
+        spur = jnp.zeros(M, bool).at[jax.random.permutation(k_pos, M)].set(jnp.arange(M) < n_spur)
+        src, cls = draw(k_src, i)
+        return jnp.where(spur[:, None], src.astype(x.dtype), x), spur, jnp.asarray(cls, jnp.int32)
+
+    return jax.vmap(one)(jnp.arange(n), X)
+
+
+def _with_spurious(key, X, y, v, s, pool, test: bool):
+    """The samples as pytrees with their spurious patches (module docstring): training images
+    take them from source class a (y = +1) or b (y = −1), test images from a uniformly drawn class."""
+    if test:
+        S, start, count, classes = (jnp.asarray(pool[k]) for k in ("S_test", "S_test_start", "S_test_count",
+                                                                   "S_test_class"))  # fmt: skip
+
+        def draw(k, i):
+            k_c, k_j = jax.random.split(k)
+            c = jax.random.randint(k_c, (), 0, classes.shape[0])
+            return S[start[c] + jax.random.randint(k_j, (), 0, count[c])], classes[c]
+    else:
+        S_a, S_b = jnp.asarray(pool["S_a"]), jnp.asarray(pool["S_b"])
+        a, b = parse_classes(s["spurious_classes"])
+
+        def draw(k, i):
+            ja, jb = jax.random.randint(k, (), 0, S_a.shape[0]), jax.random.randint(k, (), 0, S_b.shape[0])
+            return jnp.where(y[i] > 0, S_a[ja], S_b[jb]), jnp.where(y[i] > 0, a, b)
+
+    tokens, spur, source = spurious_mix(key, X, v["alpha_star"], draw)
+    drop = v["sparsify_test" if test else "sparsify"]
+    return {"tokens": tokens, "mask": ~(spur & drop), "spurious": spur, "source": source}
+
+
 def make(key, v, s, pads, pool, dtype):
     """The cell's N training samples (padded to ``pads['N']``) and the shared test split, the
-    images' pixels times the cell's ``signal``."""
+    images' pixels times the cell's ``signal``; with ``spurious``, each image with its spurious
+    patches (training: from the cell's ``data`` stream, test: its ``test`` stream)."""
     n_pool, n_pad = pool["X"].shape[0], pads["N"]
     if n_pad > n_pool:
         raise AttnlabError(f"data.N: {n_pad} exceeds the pool of {n_pool} training images of classes "
                            f"{s['classes']} in {_where(s)}")  # fmt: skip
     X, y = jnp.asarray(pool["X"], dtype), jnp.asarray(pool["y"], dtype)
     idx = order(stream(key, "data"), y, s["balanced"])[:n_pad]
-    X_test = with_signal(jnp.asarray(pool["X_test"], dtype), jnp.asarray(pool["offset_test"]), v["signal"], s)
-    return {
-        "X": with_signal(jnp.take(X, idx, axis=0), jnp.take(jnp.asarray(pool["offset"]), idx, axis=0), v["signal"], s),
-        "y": jnp.take(y, idx), "mask": jnp.arange(n_pad) < v["N"],
-        "X_test": X_test, "y_test": jnp.asarray(pool["y_test"], dtype),
-    }  # fmt: skip
+    X, y, y_test = jnp.take(X, idx, axis=0), jnp.take(y, idx), jnp.asarray(pool["y_test"], dtype)
+    X_test = jnp.asarray(pool["X_test"], dtype)
+    if s["spurious"]:
+        X = _with_spurious(jax.random.fold_in(stream(key, "data"), 1), X, y, v, s, pool, test=False)
+        X_test = _with_spurious(stream(key, "test"), X_test, y_test, v, s, pool, test=True)
+        # border = 0 (spec): every entry is the image's, so ``signal`` scales the whole token
+        X["tokens"], X_test["tokens"] = v["signal"] * X["tokens"], v["signal"] * X_test["tokens"]
+    else:
+        X = with_signal(X, jnp.take(jnp.asarray(pool["offset"]), idx, axis=0), v["signal"], s)
+        X_test = with_signal(X_test, jnp.asarray(pool["offset_test"]), v["signal"], s)
+    return {"X": X, "y": y, "mask": jnp.arange(n_pad) < v["N"], "X_test": X_test, "y_test": y_test}
 
 
 def _footprint(s, pads):
     shape = input_shape(s)
     n = pads["N"] + s["n_test"]
-    return n, 4 * n * shape["tokens"] * shape["d"]
+    return n, 4 * n * shape["tokens"] * (shape["d"] + (1 if s["spurious"] else 0))  # + mask, spurious flags
 
 
 PART = DataModel(
     name="images",
-    version=2,
+    version=3,
     Spec=Spec,
     static=STATIC,
     batched=BATCHED,

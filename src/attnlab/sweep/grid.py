@@ -45,7 +45,8 @@ def cell_id(cell: dict[str, Any]) -> str:
 
 # Fields that choose how a cell is computed, not what: they change its id (the numbers may differ
 # in rounding) but not its random draws, which are those of the cell at the default value.
-HOW = {"train.fast": True}
+# ``train.init_from`` is where the starting parameters are read; what they are is init_sha256.
+HOW = {"train.fast": True, "train.init_from": ""}
 
 
 def seed_id(cell: dict[str, Any]) -> str:

@@ -113,17 +113,34 @@ from typing import Literal
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pyarrow as pa
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from attnlab import plots, rules
+from attnlab import plots
 from attnlab.errors import AttnlabError
 from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
+from attnlab.experiments.wu2023.analysis import (
+    INITS,
+    TRAIN,
+    add_run_columns,
+    below_zero,
+    colors,
+    linear_verdict,
+    lmin_claims,
+    logband,
+    med,
+    per_run,
+    rate_fit,  # noqa: F401 (part of this module's interface, used by its tests)
+    rate_fits,
+    repeat_ids,
+    slope_estimate,
+    slope_measured,
+    speed_verdict,
+    stability_verdict,
+    trace,
+)
 
 DOC = __doc__  # (inside a class body with its own docstring, __doc__ is that docstring)
-TRAIN = {"dtype": "float64", "probes": "wu2023", "log_every": 10, "log_dense_until": 10}
-INITS = ("lecun", "he", "ntk")
 
 
 class Spec(ExperimentSpec):
@@ -142,160 +159,6 @@ class InitSpec(Spec):
     lmin_margin: tuple[float, float] = Field((0.7, 1.3), description="margin of the λ_min slope under lecun and he")
     flat_margin: tuple[float, float] = Field((-0.3, 0.3), description="margin of the λ_min slope under ntk")
     level: float = Field(0.05, gt=0, lt=1, description="level of the sign tests")
-
-
-# ---------------------------------------------------------------- per-run quantities
-
-
-def trace(cols, name: str) -> np.ndarray:
-    """(runs, logged steps) of a probe."""
-    return np.stack([np.asarray(x, float) for x in cols[f"trace_{name}"]])
-
-
-def per_run(cols, unstable_at: float) -> dict[str, np.ndarray]:
-    """Step-0 λ_min(K₀), λ_max(K₀), γ_eff·λ_max(K₀)/N, initial and final loss, and the flags."""
-    lam_min, lam_max = trace(cols, "lambda_min")[:, 0], trace(cols, "lambda_max")[:, 0]
-    ratio = cols["train.lr"].astype(float) * lam_max / cols["data.N"].astype(float)
-    L0, LT = trace(cols, "train_loss")[:, 0], cols["train_loss"].astype(float)
-    diverged = cols["status"] == "diverged"
-    with np.errstate(invalid="ignore"):
-        worse = ~(LT < L0)  # NaN counts as worse
-        flagged = ~(ratio <= unstable_at) | diverged | worse
-    return {"lambda_min_0": lam_min, "lambda_max_0": lam_max, "step_ratio": ratio, "loss_0": L0, "loss_T": LT,
-            "diverged": diverged, "worse": worse, "unstable": flagged}  # fmt: skip
-
-
-def add_run_columns(table: pa.Table, unstable_at: float) -> pa.Table:
-    """The results table with the per-run quantities of :func:`per_run` as columns."""
-    from attnlab.experiments.base import table_columns
-
-    for k, v in per_run(table_columns(table), unstable_at).items():
-        if k not in table.column_names:
-            table = table.append_column(k, pa.array(v))
-    return table
-
-
-def rate_fit(t: np.ndarray, L: np.ndarray, floor: float, t_from: float) -> tuple[float, float, int]:
-    """(ρ, R², points) of log L_t = a + b·t, ρ = e^b, over the logged t ≥ t_from up to the last
-    point at which L reaches a new lowest value, before the first point that is not finite or
-    falls below floor·L_0 (bumps on the way stay in; NaN with fewer than 3 points)."""
-    t, L = np.asarray(t, float), np.asarray(L, float)
-    above = np.isfinite(L) & (L > floor * L[0])
-    stop = int(np.argmin(above)) if not above.all() else len(L)
-    best = np.minimum.accumulate(np.where(np.isfinite(L), L, np.inf))
-    new_low = np.r_[True, L[1:] < best[:-1]]
-    end = int(np.flatnonzero(new_low[:stop])[-1]) + 1 if stop > 0 else 0
-    s = (np.arange(len(L)) < end) & (t >= t_from) & above
-    if s.sum() < 3:
-        return np.nan, np.nan, int(s.sum())
-    x, y = t[s], np.log(L[s])
-    b, a = np.polyfit(x, y, 1)
-    r2 = 1 - np.sum((y - a - b * x) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-300)
-    return float(np.exp(b)), float(r2), int(s.sum())
-
-
-def repeat_ids(cols, keys=("block", "rep")) -> np.ndarray:
-    return np.array(["/".join(str(cols[k][i]) for k in keys) for i in range(len(cols["block"]))])
-
-
-def loglog_slopes(x, y, repeat) -> np.ndarray:
-    """One least-squares slope of log y on log x per repeat (≥ 2 distinct x with finite y > 0)."""
-    x, y, repeat = np.asarray(x, float), np.asarray(y, float), np.asarray(repeat)
-    out = []
-    for r in np.unique(repeat):
-        s = (repeat == r) & np.isfinite(y) & (y > 0) & (x > 0)
-        if len(np.unique(x[s])) >= 2:
-            out.append(np.polyfit(np.log(x[s]), np.log(y[s]), 1)[0])
-    return np.array(out, float)
-
-
-def slope_estimate(x, y, repeat) -> dict:
-    slopes = loglog_slopes(x, y, repeat)
-    m, lo, hi, sd = rules.t_interval(slopes)
-    return {"slope": m, "lo": lo, "hi": hi, "sd": sd, "per_repeat": slopes}
-
-
-def _slope_measured(est: dict) -> dict:
-    return {"slope": rounded(est["slope"]), "ci95": [rounded(est["lo"]), rounded(est["hi"])],
-            "repeats": len(est["per_repeat"])}  # fmt: skip
-
-
-def below_zero(est: dict, name: str) -> rules.Verdict:
-    """The interval of a slope lies below 0 → pass; above 0 → fail; else inconclusive."""
-    rule = f"95 % t interval (over repeats) of the log–log slope of {name} against d_m lies below 0; fail if above"
-    m = _slope_measured(est)
-    if not (np.isfinite(est["lo"]) and np.isfinite(est["hi"])):
-        return rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval: fewer than 2 repeats spanning 2 widths")
-    outcome = rules.PASS if est["hi"] < 0 else rules.FAIL if est["lo"] > 0 else rules.INCONCLUSIVE
-    return rules.Verdict(outcome, m, rule)
-
-
-def all_of(verdicts: dict[str, rules.Verdict]) -> rules.Verdict:
-    """pass if every verdict passes, fail if any fails, else inconclusive."""
-    outs = [v.outcome for v in verdicts.values()]
-    outcome = rules.FAIL if rules.FAIL in outs else rules.PASS if all(o == rules.PASS for o in outs) else (
-        rules.INCONCLUSIVE)  # fmt: skip
-    rule = " and ".join(f"[{k}] {v.rule}" for k, v in verdicts.items())
-    detail = "; ".join(f"{k}: {v.detail}" for k, v in verdicts.items() if v.detail)
-    return rules.Verdict(outcome, {k: v.measured for k, v in verdicts.items()}, rule, detail)
-
-
-def stability_verdict(r: dict, unstable_at: float, share_min: float) -> rules.Verdict:
-    """Among the runs predicted stable (ratio < unstable_at), the share that trained stably."""
-    with np.errstate(invalid="ignore"):
-        pred = r["step_ratio"] < unstable_at
-    ok = pred & ~r["diverged"] & ~r["worse"]
-    n, k = int(pred.sum()), int(ok.sum())
-    rule = (f"share of the runs with γ_eff·λ_max(K₀)/N < {unstable_at:g} that neither diverged nor ended above "
-            f"their initial loss ≥ {share_min:g}; fail below")  # fmt: skip
-    with np.errstate(invalid="ignore"):
-        above = ~pred
-    measured = {"ok": k, "n": n, "share": rounded(k / n) if n else None, "flagged": int(r["unstable"].sum()),
-                "predicted_unstable": int(above.sum()), "predicted_unstable_diverged": int((above & r["diverged"]).sum()),
-                "max_ratio": rounded(float(np.nanmax(r["step_ratio"])) if np.isfinite(r["step_ratio"]).any() else np.nan)}  # fmt: skip
-    if n == 0:
-        return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no run is predicted stable")
-    if k / n >= share_min:
-        return rules.Verdict(rules.PASS, measured, rule)
-    return rules.Verdict(rules.FAIL, measured, rule, f"{n - k} of {n} runs predicted stable did not train stably")
-
-
-def linear_verdict(rho: np.ndarray, r2: np.ndarray, r2_min: float) -> rules.Verdict:
-    fit = np.isfinite(rho) & np.isfinite(r2)
-    rule = f"every fitted geometric rate ρ < 1 and the median R² of the log-linear fits ≥ {r2_min:g}"
-    measured = {"fitted_runs": int(fit.sum()), "max_rho": rounded(rho[fit].max(), 6) if fit.any() else None,
-                "median_r2": rounded(np.median(r2[fit])) if fit.any() else None}  # fmt: skip
-    if not fit.any():
-        return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no stable run with a fit")
-    bad = int(np.sum(rho[fit] >= 1))
-    if bad:
-        return rules.Verdict(rules.FAIL, measured, rule, f"{bad} run(s) with ρ ≥ 1 (the loss does not decay)")
-    if np.median(r2[fit]) < r2_min:
-        return rules.Verdict(rules.FAIL, measured, rule, "the loss is not log-linear in the epochs")
-    return rules.Verdict(rules.PASS, measured, rule)
-
-
-def _med(x) -> float | None:
-    x = np.asarray(x, float)
-    x = x[np.isfinite(x)]
-    return rounded(float(np.median(x)), 6) if len(x) else None
-
-
-# ---------------------------------------------------------------- figures helpers
-
-
-def logband(ax, t, runs, label, color=None, ls="-"):
-    """Geometric mean ×/÷ geometric std over runs (rows); non-positive values are left out."""
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # epochs after every run diverged: all NaN
-        lg = np.log(np.where(np.asarray(runs, float) > 0, runs, np.nan))
-        m, s = np.nanmean(lg, 0), np.nanstd(lg, 0)
-    (line,) = ax.plot(t, np.exp(m), ls, label=label, color=color, lw=1.4)
-    ax.fill_between(t, np.exp(m - s), np.exp(m + s), color=line.get_color(), alpha=0.18, lw=0)
-
-
-def _colors(n):
-    return plt.cm.viridis(np.linspace(0.05, 0.85, max(n, 1)))
 
 
 # ---------------------------------------------------------------- fig1, fig9
@@ -339,11 +202,7 @@ class Dynamics(Experiment):
         L = trace(cols, "train_loss")
         width = cols["model.d_m"].astype(int)
         ok = ~r["unstable"]
-        fits = np.array([rate_fit(t, x, spec.floor, spec.fit_from * T) for x in L])
-        rho, r2, npts = fits[:, 0], fits[:, 1], fits[:, 2]
-        rho = np.where(ok, rho, np.nan)
-        r2 = np.where(ok, r2, np.nan)
-        whole = np.array([rate_fit(t, x, spec.floor, 0)[1] if o else np.nan for x, o in zip(L, ok, strict=True)])
+        rho, r2, npts, whole = rate_fits(t, L, ok, spec.floor, spec.fit_from * T)
         rep = repeat_ids(cols)
         K_T, W_T = trace(cols, "kernel_drift")[:, -1], trace(cols, "weight_drift")[:, -1]
         est = {n: slope_estimate(width[ok], v[ok], rep[ok]) for n, v in (("kernel", K_T), ("weight", W_T))}
@@ -356,18 +215,18 @@ class Dynamics(Experiment):
                 "lr": rounded(float(cols["train.lr"][s][0]), 6),
                 "γ_eff·λ_max(K₀)/N per run": [rounded(x) for x in r["step_ratio"][s]],
                 "flagged": int(r["unstable"][s].sum()),
-                "λ_min(K₀)": _med(r["lambda_min_0"][s]), "λ_max(K₀)": _med(r["lambda_max_0"][s]),
-                "ρ per run": [rounded(x, 6) for x in rho[s]], "ρ (median)": _med(rho[s]),
-                "linearised ρ = (1 − γ_eff λ_min(K₀)/N)²": _med(lin[s]),
-                "R² (median)": _med(r2[s]), "R² from epoch 0 (median)": _med(whole[s]),
-                "fit points (median)": _med(npts[s]),
-                "loss L_0": _med(r["loss_0"][s]), "loss L_T": _med(r["loss_T"][s]),
-                "kernel drift at T": _med(K_T[s]), "weight drift at T": _med(W_T[s]),
-                "weight drift per block at T": {b: _med(trace(cols, f"weight_drift_{b}")[s, -1]) for b in blocks},
-                "λ_min(K_T)/λ_min(K₀)": _med(trace(cols, "lambda_min")[s, -1] / r["lambda_min_0"][s]),
-                "logit std (0 → T)": [_med(trace(cols, "logit_std")[s, 0]), _med(trace(cols, "logit_std")[s, -1])],
-                "attention TV from uniform (0 → T)": [_med(trace(cols, "attn_tv")[s, 0]),
-                                                      _med(trace(cols, "attn_tv")[s, -1])],
+                "λ_min(K₀)": med(r["lambda_min_0"][s]), "λ_max(K₀)": med(r["lambda_max_0"][s]),
+                "ρ per run": [rounded(x, 6) for x in rho[s]], "ρ (median)": med(rho[s]),
+                "linearised ρ = (1 − γ_eff λ_min(K₀)/N)²": med(lin[s]),
+                "R² (median)": med(r2[s]), "R² from epoch 0 (median)": med(whole[s]),
+                "fit points (median)": med(npts[s]),
+                "loss L_0": med(r["loss_0"][s]), "loss L_T": med(r["loss_T"][s]),
+                "kernel drift at T": med(K_T[s]), "weight drift at T": med(W_T[s]),
+                "weight drift per block at T": {b: med(trace(cols, f"weight_drift_{b}")[s, -1]) for b in blocks},
+                "λ_min(K_T)/λ_min(K₀)": med(trace(cols, "lambda_min")[s, -1] / r["lambda_min_0"][s]),
+                "logit std (0 → T)": [med(trace(cols, "logit_std")[s, 0]), med(trace(cols, "logit_std")[s, -1])],
+                "attention TV from uniform (0 → T)": [med(trace(cols, "attn_tv")[s, 0]),
+                                                      med(trace(cols, "attn_tv")[s, -1])],
             }  # fmt: skip
         flagged = [{"d_m": int(width[i]), "block": int(cols["block"][i]), "rep": int(cols["rep"][i]),
                     "ratio": rounded(r["step_ratio"][i]), "status": str(cols["status"][i]),
@@ -376,7 +235,7 @@ class Dynamics(Experiment):
         summary = {
             "τ₀": f"d_m^-{cols['model.alpha'][0]:g}", "step": f"{spec.step_norm}, γ = {spec.gamma:g}", "T": int(T),
             "per width": per_width, "flagged runs": flagged,
-            "drift slopes (log–log vs d_m)": {n: _slope_measured(e) for n, e in est.items()},
+            "drift slopes (log–log vs d_m)": {n: slope_measured(e) for n, e in est.items()},
         }  # fmt: skip
         claims = [
             Claim.of("linear", "the training loss converges at a linear (geometric) rate at every width",
@@ -401,7 +260,7 @@ class Dynamics(Experiment):
         with np.errstate(divide="ignore", invalid="ignore"):
             rate = np.abs(np.diff(D, axis=1)) / np.diff(t)
         tm = (t[1:] + t[:-1]) / 2
-        for w, color in zip(widths, _colors(len(widths)), strict=True):
+        for w, color in zip(widths, colors(len(widths)), strict=True):
             s = width == w
             label = f"d_m = {w}"
             logband(axes[0], t, L[s], label, color)
@@ -498,26 +357,8 @@ class InitComparison(Experiment):
         N = int(np.max(cols["data.N"]))
         w_min = spec.slope_from or N
         rep = repeat_ids(cols, ("compare", "block", "rep"))
-        claims, slopes = [], {}
-        for name in INITS:
-            s = (init == name) & (width >= w_min)
-            slopes[name] = slope_estimate(width[s], r["lambda_min_0"][s], rep[s])
-        for name in ("lecun", "he", "ntk"):
-            e = slopes[name]
-            margin = spec.flat_margin if name == "ntk" else spec.lmin_margin
-            v = rules.equivalence(e["slope"], e["lo"], e["hi"], margin, "slope")
-            v = rules.Verdict(v.outcome, v.measured | {"repeats": len(e["per_repeat"]), "widths_from": w_min},
-                              v.rule, v.detail)  # fmt: skip
-            what = "grows ∝ d_m" if name != "ntk" else "stays flat in d_m"
-            claims.append(Claim.of(f"lmin-{name}", f"under {name} init λ_min(K₀) {what}", v,
-                                   f"log–log slope over d_m ≥ {w_min}, one slope per repeat"))  # fmt: skip
-        per = {}
-        for c in ("gamma", "ratio"):
-            tests = {}
-            for name in ("lecun", "he"):
-                diffs = _paired(cols, speed, c, name, "ntk")
-                tests[name] = rules.sign_test(diffs, alpha=spec.level, name=f"log(L_T/L_0)_ntk − log(L_T/L_0)_{name}")
-            per[c] = all_of(tests)
+        claims, slopes = lmin_claims(width, init, r["lambda_min_0"], rep, w_min, spec.lmin_margin, spec.flat_margin)
+        per = {c: speed_verdict(cols, speed, spec.level, where=cmp == c) for c in ("gamma", "ratio")}
         claims.append(Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ",
                                per["gamma"], "paired over (width, block, rep)"))  # fmt: skip
         claims.append(Claim.of("speed-ratio", f"LeCun and He init converge faster than NTK init at the same "
@@ -531,12 +372,12 @@ class InitComparison(Experiment):
                     s = (cmp == c) & (init == name) & (width == w)
                     if s.any():
                         table.setdefault(str(c), {}).setdefault(name, {})[int(w)] = {
-                            "lr": _med(cols["train.lr"][s].astype(float)), "γ·λ_max(K₀)/N": _med(r["step_ratio"][s]),
-                            "λ_min(K₀)": _med(r["lambda_min_0"][s]), "λ_max(K₀)": _med(r["lambda_max_0"][s]),
-                            "L_T/L_0": _med(np.exp(speed[s])), "flagged": int(r["unstable"][s].sum()),
+                            "lr": med(cols["train.lr"][s].astype(float)), "γ·λ_max(K₀)/N": med(r["step_ratio"][s]),
+                            "λ_min(K₀)": med(r["lambda_min_0"][s]), "λ_max(K₀)": med(r["lambda_max_0"][s]),
+                            "L_T/L_0": med(np.exp(speed[s])), "flagged": int(r["unstable"][s].sum()),
                         }  # fmt: skip
         summary = {
-            "λ_min(K₀) slopes": {k: _slope_measured(e) for k, e in slopes.items()},
+            "λ_min(K₀) slopes": {k: slope_measured(e) for k, e in slopes.items()},
             "per comparison, init and width (medians)": table,
             "γ·λ_max(K₀)/N per run": {f"{c}/{i}/{w}/{b}/{p}": rounded(x) for c, i, w, b, p, x in zip(
                 cmp, init, width, cols["block"], cols["rep"], r["step_ratio"], strict=True)},
@@ -582,15 +423,6 @@ class InitComparison(Experiment):
         fig.suptitle(f"{self.id}: τ₀ = d_m^−{cols['model.alpha'][0]:g}, N = {cols['data.N'][0]}; same γ: lr = "
                      f"{spec.gamma:g}·16/{ws.max()}; same ratio: γ·λ_max(K₀)/N = {spec.c:g}", fontsize=9)  # fmt: skip
         return plots.save(fig, out, "init_comparison")
-
-
-def _paired(cols, value, compare, a, b) -> np.ndarray:
-    """value[b] − value[a] over the (width, block, rep) cells of ``compare`` that both inits have."""
-    key = lambda i: (int(cols["model.d_m"][i]), int(cols["block"][i]), int(cols["rep"][i]))
-    sel = {name: {key(i): value[i] for i in np.flatnonzero((cols["compare"] == compare) & (cols["model.init"] == name))}
-           for name in (a, b)}  # fmt: skip
-    common_keys = sorted(set(sel[a]) & set(sel[b]))
-    return np.array([sel[b][k] - sel[a][k] for k in common_keys], float)
 
 
 INIT = InitComparison()
