@@ -1,6 +1,8 @@
-"""``attnlab bench`` without PyTorch: the cell subset, the FLOP count, the agreement statistics,
-the report, the CLI, and the attnlab side on two smoke cells. The PyTorch baseline end to end is
-checked by ``benchmarks/bench_suite.py --check`` (``make bench``), not here."""
+"""``attnlab bench``: the cell subset, the FLOP counts, the agreement statistics, the report, the
+CLI, and the attnlab side on two smoke cells, without PyTorch; with PyTorch installed (the `bench`
+extra) also the li2023 and wu2023 suites end to end on smoke cells and their PyTorch models against
+attnlab's. ``benchmarks/bench_suite.py --check`` (``make bench``) checks every suite, failing
+rather than skipping without PyTorch."""
 
 import json
 
@@ -12,9 +14,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from attnlab import bench
+from attnlab import train as T
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
+from attnlab.experiments.base import cell_parts
 from attnlab.models import jiang2024 as jmodel
+from attnlab.models import li2023 as lmodel
+from attnlab.models import wu2023 as wmodel
 from attnlab.sweep import grid
 
 
@@ -45,35 +51,88 @@ def test_flop_count_by_hand():
     # backward: W_Q, W_K, W_V 24 + 24 + 12; Q and K in S 2·16; X W_V in v 4; ā and v in f 2·4
     assert bench.flops_per_sample(s) == {"forward": 84, "backward": 104}
     assert bench.flops_update(s) == 2 * 3 * (2 + 2 + 1)
+    per = bench.flops_per_sample(s) | {"update": bench.flops_update(s)}
     # attnlab: 3 passes of 4 samples, 2 updates, final forward of 4 + 6 samples
-    assert bench.cell_flops(s, N=4, n_test=6, stop_step=2) == 3 * 4 * 188 + 2 * 30 + 10 * 84
+    loop = bench.Loop(N=4, n_test=6, max_steps=10)
+    assert bench.cell_flops(per, loop, stop=2) == 3 * 4 * 188 + 2 * 30 + 10 * 84
     # paper loop: forward of 4 + 6 samples at 3 steps, backward of 4 samples and an update at 2
-    assert bench.cell_flops(s, N=4, n_test=6, stop_step=2, protocol="paper") == 3 * 10 * 84 + 2 * (4 * 104 + 30)
+    paper = bench.Loop(N=4, n_test=6, max_steps=10, test_every_step=True)
+    assert bench.cell_flops(per, paper, stop=2, protocol="paper") == 3 * 10 * 84 + 2 * (4 * 104 + 30)
     w = bench.Shape(M=2, d=3, d_h=2, d_v=1, train_w_O=True)
     assert bench.flops_per_sample(w)["backward"] == 104 + 4 and bench.flops_update(w) == 30 + 2
     with pytest.raises(ValueError, match="protocol"):
-        bench.cell_flops(s, 4, 6, 2, protocol="other")
+        bench.cell_flops(per, loop, 2, protocol="other")
 
 
-def test_flop_count_agrees_with_xla_cost_analysis():
-    s = bench.Shape(M=4, d=64, d_h=32, d_v=32)
-    hp = jmodel.Hparams(M=s.M, d=s.d, d_h=s.d_h, d_v=s.d_v)
-    p = jmodel.init(jax.random.PRNGKey(0), hp)
-    X = jax.random.normal(jax.random.PRNGKey(1), (6, s.M, s.d))
+def test_flop_counts_of_the_li2023_and_wu2023_models_by_hand():
+    hp = lmodel.Hparams(L=2, d=3, m=2, m_a=1, m_b=1, init="gaussian")
+    # forward: W_Q x, W_K x 2·2·3·1 = 12 each; W_V x 12; q kᵀ 2·4·1 = 8; A V 8; W_O h 2·2·1·2 = 8; aᵀ ReLU 2·2·2 = 8;
+    # mean 4. backward: the projections 36 again; q, k 16; A, V 16; H, W_O 16; ReLU(·) 8; mean 4
+    assert bench.flops_li2023(hp) == {"forward": 72, "backward": 96, "update": 2 * (2 * 3 + 3 + 2)}
+    hp = wmodel.Hparams(d_s=2, d=3, d_m=2)
+    # forward: 3 projections 2·2·3·2 = 24 each; S 2·4·2 = 16; φV 16; pooling 2·2·2 = 8; w_Oᵀh 4.
+    # backward: projections 72; Q, K 32; φ, V 32; ReLU(A) 8; w_O, h 8
+    assert bench.flops_wu2023(hp) == {"forward": 116, "backward": 152, "update": 2 * (3 * 2 * 3 + 2)}
+
+
+def test_loop_passes_with_mini_batches_by_hand():
+    # N = 5, b = 2: batches of 2, 2, 1 per epoch; judged at t = 0, 3 (stop_every 3); stopped at t = 4
+    loop = bench.Loop(N=5, n_test=7, max_steps=20, batch=2, stop_every=3)
+    assert [loop.rows(t) for t in range(5)] == [2, 2, 1, 2, 2]
+    assert bench.loop_passes(loop, 4) == {"forward_backward": 9, "forward": 2 * 5 + 5 + 7, "updates": 4}
+    # padded to 8 rows: every batch is b rows, every pass over the training set 8
+    assert bench.loop_passes(loop, 4, n_pad=8) == {"forward_backward": 10, "forward": 2 * 8 + 8 + 7, "updates": 4}
+    # paper loop: backward at t < 4, forward of the stop step's batch, the judged passes, the test set once
+    assert bench.loop_passes(loop, 4, "paper") == {"forward_backward": 7, "forward": 2 + 2 * 5 + 7, "updates": 4}
+
+
+def test_batch_order_is_the_engines():
+    exp, _, cells = bench.suite_cells("li2023", "smoke")
+    c = cells[0] | {"train.max_steps": 12, "train.batch_size": 3}
+    N = c["data.N"]
+    *_, v = cell_parts(c, exp.tags)
+    cfg = T.TrainConfig(max_steps=12, batch_size=3)
+    assert N % 3  # a short last batch in every epoch
+    for n_pad in (N, N + 5):
+        order = bench.batch_order(c, exp.tags, n_pad)
+        data = {"X": jnp.arange(n_pad), "y": jnp.zeros(n_pad), "mask": jnp.arange(n_pad) < N}
+        for t in range(13):
+            X, _, m = T._batch(cfg, data, v, t)
+            np.testing.assert_array_equal(np.asarray(X)[np.asarray(m)], order[t], err_msg=f"step {t}, n_pad {n_pad}")
+    assert bench.batch_order(cells[0] | {"train.batch_size": 0}, exp.tags) is None
+
+
+def _xla_flops(fn, *args):
+    ca = jax.jit(fn).lower(*args).compile().cost_analysis()
+    ca = ca[0] if isinstance(ca, list | tuple) else ca
+    if not ca or "flops" not in ca:
+        pytest.skip("this jaxlib gives no cost analysis")
+    return ca["flops"]
+
+
+@pytest.mark.parametrize("which", ["jiang2024", "li2023", "wu2023"])
+def test_flop_count_agrees_with_xla_cost_analysis(which):
+    part, hp, count = {
+        "jiang2024": (jmodel.PART, jmodel.Hparams(M=4, d=64, d_h=32, d_v=32), bench.flops_jiang2024),
+        "li2023": (lmodel.PART_VIT, lmodel.Hparams(L=12, d=24, m=16, m_a=8, m_b=8, init="gaussian"), bench.flops_li2023),
+        "wu2023": (wmodel.PART, wmodel.Hparams(d_s=8, d=16, d_m=32), bench.flops_wu2023),
+    }[which]  # fmt: skip
+    p = part.init(jax.random.PRNGKey(0), hp)
+    tokens = hp.M if which == "jiang2024" else hp.L if which == "li2023" else hp.d_s
+    X = jax.random.normal(jax.random.PRNGKey(1), (6, tokens, hp.d))
     y = jnp.where(jnp.arange(6) % 2 == 0, 1.0, -1.0)
-    train = {k: p[k] for k in jmodel.trainable(hp)}
+    names = part.trainable(hp)
+    train = {k: p[k] for k in names}
+    fixed = {k: v for k, v in p.items() if k not in names}
 
     def loss(tr, X, y):
-        f, _ = jax.vmap(lambda x: jmodel.apply(tr | {"w_O": p["w_O"]}, x, hp))(X)
-        return jmodel.logistic_loss(f, y).mean()
+        f, _ = jax.vmap(lambda x: part.apply(tr | fixed, x, hp))(X)
+        return T.LOSSES["logistic"].fn(f, y).mean()
 
-    per = bench.flops_per_sample(s)
+    per = count(hp)
     for fn, want in ((loss, 6 * per["forward"]), (jax.value_and_grad(loss), 6 * (per["forward"] + per["backward"]))):
-        ca = jax.jit(fn).lower(train, X, y).compile().cost_analysis()
-        ca = ca[0] if isinstance(ca, list | tuple) else ca
-        if not ca or "flops" not in ca:
-            pytest.skip("this jaxlib gives no cost analysis")
-        assert 0.8 < ca["flops"] / want < 1.25, (ca["flops"], want)
+        got = _xla_flops(fn, train, X, y)
+        assert 0.8 < got / want < 1.25, (got, want)
 
 
 def test_agreement_statistics():
@@ -94,6 +153,16 @@ def test_agreement_statistics():
     x = rng.uniform(0, 1, 40)
     assert bench.agreement(x, x + 0.1)["wilcoxon_p"] < 1e-6  # a systematic shift is detected
     assert bench.agreement(x, x + rng.normal(0, 0.01, 40))["wilcoxon_p"] > 0.01
+    # li2023: success = zero test error (≤ 0); wu2023: a loss ratio ≤ 10⁻³, compared on log10
+    g = bench.agreement([0.0, 0.01, 0.0], [0.0, 0.0, 0.02], level=0.0, op="<=")
+    assert g["a_success"] == 2 and g["b_success"] == 2 and g["different_side"] == 2 and "a_below_level" not in g
+    g = bench.agreement([1e-5, 1e-2, 0.0], [1e-4, 1e-3, 1e-6], level=1e-3, op="<=", log=True)
+    assert g["cells"] == 2 and g["non_finite_pairs"] == 1  # log10 of 0 is left out
+    assert g["mean_abs_diff"] == pytest.approx(1.0) and g["different_side"] == 1 and g["difference_of"] == "log10"
+    g = bench.agreement([1e-5, 1e-2, 0.0], [1e-4, 1e-3, 1e-15], level=1e-3, op="<=", log=True, floor=1e-10)
+    assert g["cells"] == 3 and g["mean_abs_diff"] == pytest.approx(2 / 3)  # 0 and 10⁻¹⁵ are both the floor
+    with pytest.raises(ValueError, match="op"):
+        bench.agreement(x, x, op=">")
 
 
 def test_report_from_synthetic_measurements():
@@ -105,12 +174,14 @@ def test_report_from_synthetic_measurements():
         "aot": {"programs": 1, "lower_s": 0.5, "compile_s": 7.0, "strategy": "sequential"},
         "chunks": 1, "chunk_sizes": [4], "strategy": "sequential", "test_loss": np.array([0.1, 0.3, 0.5, 0.05]),
         "stop_step": stops, "status": np.array(["converged"] * 4), "seconds": np.full(4, 0.5),
+        "outcome": np.array([0.1, 0.3, 0.5, 0.05]),
         "N_pad": np.array([c["data.N"] for c in cells]), "cold_equals_warm": True, "peak_rss_mb": 500.0,
         "chunk_ids": [[grid.cell_id(c) for c in cells[:2]], [grid.cell_id(c) for c in cells[2:]]], "chunk_s": [0.5, 1.5],
     }  # fmt: skip
     base = {
         "torch_version": "x", "threads": 2, "gemm": {"best": 2e10}, "warmup_s": 1.0,
-        "test_loss": np.array([0.15, 0.06]), "stop_step": np.array([20, 40]), "status": np.array(["converged"] * 2),
+        "test_loss": np.array([0.15, 0.06]), "outcome": np.array([0.15, 0.06]), "stop_step": np.array([20, 40]),
+        "status": np.array(["converged"] * 2),
         "seconds": np.array([3.0, 5.0]), "cpu_s": np.array([6.0, 10.0]), "peak_rss_mb": 900.0,
     }  # fmt: skip
     r = bench.build_report(suite="jiang2024", experiment=exp.id, scale="smoke", seed=0, grid_cells=8, cells=cells,
@@ -124,12 +195,14 @@ def test_report_from_synthetic_measurements():
     assert r["agreement"]["cells"] == 2 and r["agreement"]["different_side"] == 1  # 0.3 vs 0.15
     assert r["agreement"]["mean_abs_diff"] == pytest.approx((0.15 + 0.01) / 2)
     s = bench.Shape.of(cells[0])
-    useful = sum(bench.cell_flops(s, c["data.N"], c["data.n_test"], int(t)) for c, t in zip(cells, stops, strict=True))
+    per = bench.flops_per_sample(s) | {"update": bench.flops_update(s)}
+    loop = lambda c, paper=False: bench.Loop(c["data.N"], c["data.n_test"], c["train.max_steps"], test_every_step=paper)  # noqa: E731
+    useful = sum(bench.cell_flops(per, loop(c), int(t)) for c, t in zip(cells, stops, strict=True))
     assert r["attnlab"]["flops_useful"] == useful
     assert r["attnlab"]["peak_fraction_steady"] == pytest.approx(useful / 2.0 / 1e10, rel=1e-3)
     assert r["attnlab"]["model_steps"] == 100 and r["baseline"]["model_steps"] == 60
-    paper = sum(bench.cell_flops(s, cells[i]["data.N"], cells[i]["data.n_test"], t, "paper") for i, t in ((1, 20), (3, 40)))
-    same = sum(bench.cell_flops(s, cells[i]["data.N"], cells[i]["data.n_test"], t) for i, t in ((1, 20), (3, 40)))
+    paper = sum(bench.cell_flops(per, loop(cells[i], True), t, "paper") for i, t in ((1, 20), (3, 40)))
+    same = sum(bench.cell_flops(per, loop(cells[i]), t) for i, t in ((1, 20), (3, 40)))
     assert r["baseline"]["flops"] == paper
     assert r["ratio"]["work_baseline_over_attnlab"] == pytest.approx(paper / same, rel=1e-3)
     assert r["per_cell"][1]["baseline_test_loss"] == 0.15 and "baseline_test_loss" not in r["per_cell"][0]
@@ -163,9 +236,62 @@ def test_cli_bench_help_and_bad_input():
     runner = CliRunner()
     r = runner.invoke(app, ["bench", "--help"])
     assert r.exit_code == 0
-    for opt in ("--suite", "--cells", "--baseline-cells", "--json"):
+    for opt in ("--suite", "--cells", "--baseline-cells", "--baseline-threads", "--scale", "--json"):
         assert opt in r.output
     r = runner.invoke(app, ["bench", "--suite", "nope", "--baseline-cells", "0"])
     assert r.exit_code == 2 and "--suite" in r.output
     r = runner.invoke(app, ["bench", "--cells", "2", "--baseline-cells", "3"])
     assert r.exit_code == 2 and "--baseline-cells" in r.output
+    r = runner.invoke(app, ["bench", "--cells", "2", "--baseline-threads", "0"])
+    assert r.exit_code == 2 and "--baseline-threads" in r.output
+
+
+def test_a_recipe_the_baseline_does_not_implement_is_one_clear_error():
+    _, _, cells = bench.suite_cells("li2023", "smoke")
+    s = bench.SUITES["li2023"]
+    s.check(cells[0])
+    with pytest.raises(AttnlabError, match=r"li2023 serial baseline.*train\.optimizer"):
+        s.check(cells[0] | {"train.optimizer": "adam"})
+    s.check(cells[0] | {"train.optimizer": "adam"}, baseline=False)  # attnlab alone: only the model matters
+    with pytest.raises(AttnlabError, match="know model 'wu2023'"):
+        bench.SUITES["wu2023"].check(cells[0], baseline=False)
+
+
+# ---------------------------------------------------------------- with PyTorch (the `bench` extra)
+
+
+@pytest.mark.parametrize("suite", ["jiang2024", "li2023", "wu2023"])
+def test_torch_model_matches_attnlabs_apply_on_the_same_parameters(suite):
+    torch = pytest.importorskip("torch")
+    exp, _, cells = bench.suite_cells(suite, "smoke")
+    d = bench.check_model(torch, suite, cells[-1])
+    assert d.pop("untrained_without_grad") == 1.0
+    assert set(d) >= {"f", "loss"} | {f"grad_{k}" for k in ("W_Q", "W_K", "W_V")}
+    for k, err in d.items():
+        assert err < 1e-4, (k, err)
+    # the same init law: the RMS of each drawn parameter agrees within sampling error
+    for name, (a, t, n) in bench.init_rms(torch, suite, cells[-1]).items():
+        assert abs(t / a - 1) < 5 / (2 * n) ** 0.5, (name, a, t, n)
+
+
+@pytest.mark.parametrize("suite", ["li2023", "wu2023"])
+def test_new_suites_end_to_end_on_smoke_cells(suite):
+    pytest.importorskip("torch")
+    r = bench.run_suite(suite, cells=2, baseline_cells=1, scale="smoke", aot=False, progress=False,
+                        console=Console(quiet=True), gemm_n=128, baseline_threads=1 if suite == "li2023" else None)  # fmt: skip
+    s = bench.SUITES[suite]
+    assert r["suite"] == suite and r["experiment"] == s.experiment and r["scale"] == "smoke" and r["cells"] == 2
+    for k in ("machine", "gemm_jax", "flop_model", "outcome", "attnlab", "baseline", "ratio", "agreement", "notes"):
+        assert k in r, k
+    a, b, ratio, g = r["attnlab"], r["baseline"], r["ratio"], r["agreement"]
+    assert a["steady_s"] > 0 and a["flops_useful"] > 0 and a["cold_run_equals_warm_run"] and a["padding_overhead"] >= 1
+    assert b["cells"] == 1 and b["extrapolated"] and b["flops"] > 0 and b["threads"] >= 1
+    assert (b["threads_calibration_s"] is None) == (suite == "li2023")  # explicit threads: no calibration
+    for k in ("steady", "whole", "work_baseline_over_attnlab", "flops_per_s_attnlab_over_baseline"):
+        assert ratio[k] is not None and ratio[k] > 0, (k, ratio)
+    assert g["cells"] == 1 and g["success_rule"].startswith("<=") and g["mean_abs_diff"] is not None, g
+    name = s.outcome.name
+    rows = [row for row in r["per_cell"] if f"baseline_{name}" in row]
+    assert len(rows) == 1 and all(f"attnlab_{name}" in row for row in r["per_cell"])
+    assert rows[0]["baseline_status"] in ("converged", "cap") and rows[0][f"baseline_{name}"] is not None
+    json.dumps(r)

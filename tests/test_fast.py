@@ -52,3 +52,19 @@ def test_fast_paths_differ_only_in_rounding_in_float32():
     plain = run_bucket(cells(False, **f32), pads={"data.N": 8})
     np.testing.assert_allclose(fast["metrics"]["test_loss"], plain["metrics"]["test_loss"], rtol=1e-4, atol=1e-5)
     assert np.abs(fast["metrics"]["stop_step"] - plain["metrics"]["stop_step"]).max() <= 1
+
+
+def test_compile_cache_directory_and_off_switch(monkeypatch, tmp_path):
+    import jax
+
+    from attnlab.train import enable_compile_cache
+
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        monkeypatch.setenv("ATTNLAB_COMPILE_CACHE", "off")
+        assert enable_compile_cache() is None
+        monkeypatch.setenv("ATTNLAB_COMPILE_CACHE", str(tmp_path))
+        assert enable_compile_cache() == str(tmp_path)
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)

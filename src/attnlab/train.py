@@ -300,7 +300,8 @@ def _batch(cfg: TrainConfig, data, v, t):
     fold_in(batch stream, e); batch j = t mod n_b takes positions j·b … j·b + b − 1 (the last
     batch of an epoch is short: the positions ≥ N are masked out)."""
     mask = data["mask"]
-    b, n_pad = cfg.batch_size, mask.shape[0]
+    n_pad = mask.shape[0]
+    b = min(cfg.batch_size, n_pad)  # a batch never holds more rows than the padded set: the same samples, no empty rows
     N = jnp.sum(mask).astype(jnp.int32)
     n_b = (N + b - 1) // b
     epoch, j = t // n_b, t % n_b
