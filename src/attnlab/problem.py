@@ -383,6 +383,8 @@ class Composition:
             )
         if recipe.init_from:
             self._stored_init(recipe, hp, jnp.dtype(recipe.dtype))
+        if self.data.shared:  # a missing data set stops the run here, before anything is written (cached)
+            self.shared(static)
         return groups
 
     def _stored_init(self, recipe: Recipe, hp, dtype) -> dict[str, np.ndarray]:

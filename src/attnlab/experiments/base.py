@@ -439,6 +439,21 @@ def check_executor(executor: str) -> None:
         executors.import_ray()  # a missing optional extra is reported before anything is written
 
 
+RESULTS_MARKERS = ("store.json", "parts", "verdict.json", "results.parquet")
+
+
+def check_out(out: Path) -> None:
+    """An output directory is new, empty, or one attnlab wrote: a foreign non-empty directory is
+    refused, so results never mix with (or overwrite) someone else's files."""
+    if out.exists() and not out.is_dir():
+        raise AttnlabError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in RESULTS_MARKERS):
+        raise AttnlabError(
+            f"--out {out}: a non-empty directory that is not an attnlab results directory (no store.json or "
+            "parts/); choose a new or empty directory"
+        )
+
+
 def run_spec(
     exp: Experiment,
     spec: ExperimentSpec,
@@ -460,8 +475,7 @@ def run_spec(
     from attnlab.train import default_strategy
 
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise AttnlabError(f"--out {out}: exists and is not a directory")
+    check_out(out)
     t0 = time.perf_counter()
     store, trained = None, 0
 
