@@ -7,7 +7,10 @@ results are kept per cell id for the whole session.
 
 from __future__ import annotations
 
+import struct
+
 import jax
+import pyarrow as pa
 
 from attnlab.problem import Composition
 from attnlab.sweep import grid
@@ -76,3 +79,21 @@ def assert_same(a, b, rtol=1e-9, atol=1e-12, metrics=METRICS):
             assert set(a[part]) == set(b[part]), part
             for k in b[part]:
                 np.testing.assert_allclose(a[part][k], b[part][k], rtol=rtol, atol=atol, err_msg=f"{part}.{k}")
+
+
+def bits(x):
+    """A value with every float as its exact bytes (NaN == NaN, 0.0 != -0.0)."""
+    if isinstance(x, float):
+        return struct.pack("<d", x)
+    if isinstance(x, list):
+        return [bits(v) for v in x]
+    return x
+
+
+def assert_same_rows(a: pa.Table, b: pa.Table, skip=("seconds",)):
+    """Same ids in the same order and every other column bit for bit (``seconds`` is wall time)."""
+    assert a.column_names == b.column_names
+    assert a.column("id").to_pylist() == b.column("id").to_pylist()
+    for c in a.column_names:
+        if c not in skip:
+            assert bits(a.column(c).to_pylist()) == bits(b.column(c).to_pylist()), c

@@ -7,10 +7,8 @@ test uses a max_steps of its own, so its programs are new to the session's worke
 compile counts are its own."""
 
 import os
-import struct
 import sys
 
-import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -21,6 +19,7 @@ from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import executors, grid
 from attnlab.sweep.executors import RayExecutor, plan, run_cells, train_chunk
 from attnlab.sweep.store import Store, part_name
+from helpers import assert_same_rows
 
 
 def cells_of(max_steps, mus=(1.0, 3.0, 5.0), Ns=(2, 4), reps=2):
@@ -34,24 +33,6 @@ def budget_for(cells, n):
     comp = P.Composition.of(dict(key))
     top = {s: max(c[s] for c in cells) for s in comp.size_fields()}
     return (n + 0.5) * comp.cell_bytes(dict(key), top)
-
-
-def bits(x):
-    """A value with every float as its exact bytes (NaN == NaN, 0.0 != -0.0)."""
-    if isinstance(x, float):
-        return struct.pack("<d", x)
-    if isinstance(x, list):
-        return [bits(v) for v in x]
-    return x
-
-
-def assert_same_rows(a: pa.Table, b: pa.Table, skip=("seconds",)):
-    """Same ids in the same order and every other column bit for bit (``seconds`` is wall time)."""
-    assert a.column_names == b.column_names
-    assert a.column("id").to_pylist() == b.column("id").to_pylist()
-    for c in a.column_names:
-        if c not in skip:
-            assert bits(a.column(c).to_pylist()) == bits(b.column(c).to_pylist()), c
 
 
 def test_ray_gives_the_local_numbers_bit_for_bit_with_progress(ray_session, tmp_path, capsys):

@@ -10,7 +10,6 @@ import errno
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import executors, grid
 from attnlab.sweep.executors import RayExecutor, plan, run_cells
 from attnlab.sweep.store import Store
+from helpers import assert_same_rows
 
 EXP = "jiang2024-fig1"
 CHUNK2 = "memory_budget_gb=0.00014"  # 2.5 cells of this bucket's estimated 56 kB each
@@ -42,24 +42,6 @@ GRID_PARTS, GRID_CELLS = 16, 32
 
 def sets(values):
     return [a for v in values for a in ("--set", v)]
-
-
-def bits(x):
-    """A value with every float as its exact bytes (NaN == NaN)."""
-    if isinstance(x, float):
-        return struct.pack("<d", x)
-    if isinstance(x, list):
-        return [bits(v) for v in x]
-    return x
-
-
-def assert_same_rows(a: pa.Table, b: pa.Table, skip=("seconds",)):
-    """Same ids in the same order and every other column bit for bit (``seconds`` is wall time)."""
-    assert a.column_names == b.column_names
-    assert a.column("id").to_pylist() == b.column("id").to_pylist()
-    for c in a.column_names:
-        if c not in skip:
-            assert bits(a.column(c).to_pylist()) == bits(b.column(c).to_pylist()), c
 
 
 def part_files(out: Path) -> list[Path]:

@@ -88,7 +88,6 @@ import importlib.util
 import os
 import pickle
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -108,6 +107,7 @@ from pydantic import (
 
 from attnlab.errors import AttnlabError
 from attnlab.problem import DataModel, PartSpec
+from attnlab.sweep.store import atomic_file
 from attnlab.train import stream
 
 # ---------------------------------------------------------------- data sets: what they are
@@ -297,20 +297,8 @@ def mnist_file() -> Path:
 
 def _atomic_savez(path: Path, **arrays) -> None:
     """Write an .npz so that readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> what an ordinary file gets
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        np.savez(f, **arrays)
 
 
 def _convert_mnist(path: Path) -> dict[str, np.ndarray]:
