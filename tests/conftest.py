@@ -10,6 +10,10 @@ import os
 
 import pytest
 
+# In-process CLI runs would turn JAX's persistent compile cache on for the whole test process;
+# the tests compare freshly compiled paths, so it stays off here (subprocesses get their own).
+os.environ.setdefault("ATTNLAB_COMPILE_CACHE", "off")
+
 if os.environ.get("ATTNLAB_TEST_XLA_OPT") != "1":
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_optimization_level" not in flags:

@@ -514,11 +514,9 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
 _PROGRAMS: dict[tuple, _Programs] = {}
 
 
-def enable_compile_cache() -> str | None:
-    """Keep compiled programs on disk across processes (JAX's persistent compilation cache), so
-    a rerun or a resumed run of the same buckets skips compilation: the fixed cost of small grids.
-    Directory: ``$ATTNLAB_COMPILE_CACHE``, else ``<user cache>/attnlab/jax``; ``off`` (or ``0``)
-    disables it. Returns the directory used, or None."""
+def compile_cache_dir() -> str | None:
+    """Where compiled programs are kept across processes: ``$ATTNLAB_COMPILE_CACHE``, else
+    ``<user cache>/attnlab/jax``; None when that variable is ``off`` (or ``0``)."""
     import os
 
     where = os.environ.get("ATTNLAB_COMPILE_CACHE", "")
@@ -528,8 +526,17 @@ def enable_compile_cache() -> str | None:
         import platformdirs
 
         where = os.path.join(platformdirs.user_cache_dir("attnlab"), "jax")
-    jax.config.update("jax_compilation_cache_dir", where)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return where
+
+
+def enable_compile_cache() -> str | None:
+    """Keep compiled programs on disk across processes (JAX's persistent compilation cache) in
+    :func:`compile_cache_dir`, so a rerun or a resumed run of the same buckets skips compilation:
+    the fixed cost of small grids. Returns the directory used, or None."""
+    where = compile_cache_dir()
+    if where is not None:
+        jax.config.update("jax_compilation_cache_dir", where)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     return where
 
 
