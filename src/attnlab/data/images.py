@@ -839,7 +839,8 @@ def _coords(side: int, p: int, C: int, channels: bool) -> tuple[np.ndarray, np.n
     r, c = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
     if channels:
         r, c = np.repeat(r[..., None], C, -1), np.repeat(c[..., None], C, -1)
-    return patchify(r, p, channels=channels), patchify(c, p, channels=channels)
+    rows, cols = patchify(r, p, channels=channels), patchify(c, p, channels=channels)
+    return rows.astype(np.int32), cols.astype(np.int32)  # int32 in every precision (see _pool)
 
 
 def image_mask(s: dict, offsets):
@@ -882,6 +883,9 @@ def _pool(key: tuple) -> dict[str, np.ndarray]:
            "X_test": X_test, "y_test": y_te.astype(np.float32), "offset_test": offset_test}  # fmt: skip
     if s["spurious"]:
         out |= _spurious_pool(s, stats)
+    # integers as int32 whatever the precision of the run: JAX keeps a device copy of a cached numpy
+    # constant, and an int64 one made under float32 (as int32) would not fit a float64 program
+    out = {k: a.astype(np.int32) if a.dtype == np.int64 else a for k, a in out.items()}
     for a in out.values():
         a.setflags(write=False)
     return out
