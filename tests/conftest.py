@@ -20,6 +20,23 @@ if os.environ.get("ATTNLAB_TEST_XLA_OPT") != "1":
         os.environ["XLA_FLAGS"] = (flags + " --xla_backend_optimization_level=0").strip()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _free_compiled_programs():
+    """After each module, drop the compiled programs it kept (attnlab's and JAX's own caches):
+    every XLA:CPU executable holds memory mappings, and the whole suite in one process would
+    otherwise pass the kernel's limit of 65530 and crash inside an XLA compile."""
+    yield
+    import gc
+
+    import jax
+
+    from attnlab import train
+
+    train._PROGRAMS.clear()
+    jax.clear_caches()
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def jax_cache_env(tmp_path_factory) -> dict:
     """Environment variables that give a process (a CLI run, a Ray worker) a JAX compilation

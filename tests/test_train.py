@@ -350,3 +350,31 @@ def test_metrics_keys_and_shapes():
     assert set(out) == {"metrics", "traces"}
     assert set(out["metrics"]) == set(METRICS)
     assert all(x.shape == (len(CELLS),) for x in out["metrics"].values())
+
+
+def test_compiled_programs_are_kept_for_the_most_recent_buckets_only(monkeypatch):
+    """A long run of many bucket shapes must not keep every compiled program (each holds memory
+    mappings, whose count the kernel limits): the least recently used ones are dropped and freed."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(T, "PROGRAMS_KEPT", 2)
+    monkeypatch.setattr(T, "_PROGRAMS", type(T._PROGRAMS)())
+    comp, static, _ = bucket_of([CELLS[0]])
+    v = grid.batch_inputs(comp, [CELLS[0]])
+    built = T.PROGRAMS_BUILT["count"]
+
+    def run(name):
+        with x64(CELLS[0]):
+            train_bucket(comp.problem(static, PADS), comp.train_config(static), v, cache_key=name, strategy="sequential")
+        return T._PROGRAMS[(name, comp.train_config(static))]
+
+    first = weakref.ref(run("a"))
+    run("b")
+    run("a")  # reused, and now the most recent
+    run("c")  # drops "b"
+    assert [k[0] for k in T._PROGRAMS] == ["a", "c"]
+    assert T.PROGRAMS_BUILT["count"] - built == 3
+    run("d")  # drops "a"
+    gc.collect()
+    assert first() is None

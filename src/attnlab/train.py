@@ -50,6 +50,7 @@ Python loop. Tests check that both paths agree.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -511,7 +512,12 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
     return _Programs(jax.jit(begin), jax.jit(advance), jax.jit(finish), sequential)
 
 
-_PROGRAMS: dict[tuple, _Programs] = {}
+# Compiled programs by (bucket key, recipe), most recently used last. Bounded: every XLA:CPU
+# executable holds ~10 memory mappings, and a process that kept all of them (a grid of thousands
+# of bucket shapes, or the test suite) crashed inside XLA at the kernel's 65530-mapping limit.
+_PROGRAMS: OrderedDict[tuple, _Programs] = OrderedDict()
+PROGRAMS_KEPT = 32
+PROGRAMS_BUILT = {"count": 0}  # programs built in this process (the Ray workers report it)
 
 
 def compile_cache_dir() -> str | None:
@@ -583,8 +589,13 @@ def train_bucket(
     progs = _PROGRAMS.get(key) if cache_key is not None else None
     if progs is None:
         progs = _programs(problem, cfg)
+        PROGRAMS_BUILT["count"] += 1
         if cache_key is not None:
             _PROGRAMS[key] = progs
+            while len(_PROGRAMS) > PROGRAMS_KEPT:
+                _PROGRAMS.popitem(last=False)  # its executables are freed with it
+    elif cache_key is not None:
+        _PROGRAMS.move_to_end(key)
     v = {k: jnp.asarray(x) for k, x in v.items()}
     if strategy == "sequential":
         return jax.tree.map(np.asarray, progs.sequential(v, shared))

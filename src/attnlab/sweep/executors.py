@@ -139,10 +139,10 @@ class _Worker:
     def run(self, fn: Callable[[Chunk], pa.Table], chunk: Chunk) -> tuple[pa.Table, dict]:
         from attnlab import train
 
-        before = len(train._PROGRAMS)
+        before = train.PROGRAMS_BUILT["count"]
         t0 = time.perf_counter()
         table = fn(chunk)
-        stat = {"pid": os.getpid(), "built": len(train._PROGRAMS) > before, "seconds": time.perf_counter() - t0,
+        stat = {"pid": os.getpid(), "built": train.PROGRAMS_BUILT["count"] > before, "seconds": time.perf_counter() - t0,
                 "cells": len(chunk.cells), "program": _program_key(chunk)}  # fmt: skip
         return table, stat
 
