@@ -73,6 +73,7 @@ class DataModel:
     make: Callable[..., dict]
     footprint: Callable[[dict, dict], tuple[int, int]]  # (static, pads) -> (samples evaluated, bytes of data)
     shared: Callable[[dict], Any] | None = None
+    n_train: str = "N"  # the size field that counts the training samples (X's leading axis, padded)
 
 
 @dataclass(frozen=True)
@@ -445,11 +446,12 @@ class Composition:
     def _dual(self, recipe: Recipe, hp, data_pads: dict, ds: dict) -> T.Dual | None:
         """The model's dual form where it is exact (full-batch gd / momentum) and cheaper: a
         step costs (N·L)²·width against N·L·d·width in the plain form, so it needs N·L < d
-        (N: the padded training set, L: tokens per sample)."""
+        (N: the padded training set, the data part's ``n_train`` size; L: tokens per sample)."""
         if not (recipe.fast and self.model.dual and recipe.batch_size == 0 and recipe.optimizer in ("gd", "momentum")):
             return None
         shape = self.data.input_shape(ds)
-        if "N" not in data_pads or data_pads["N"] * shape["tokens"] >= shape["d"]:
+        N = data_pads.get(self.data.n_train)
+        if N is None or N * shape["tokens"] >= shape["d"]:
             return None
         return self.model.dual(hp)
 

@@ -43,3 +43,10 @@ def step(gamma: float, d_m: int, step_norm: str) -> float:
     if step_norm == "none":
         return gamma
     raise ValueError(f"step_norm: unknown {step_norm!r}; valid: width, none")
+
+
+def stepped_cells(spec) -> list[dict]:
+    """The spec's cells, each with the step γ_eff of its width."""
+    from attnlab.experiments.base import expand
+
+    return [c | {"train.lr": step(spec.gamma, c["model.d_m"], spec.step_norm)} for c in expand(spec)]

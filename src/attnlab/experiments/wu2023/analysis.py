@@ -163,6 +163,18 @@ def linear_verdict(rho: np.ndarray, r2: np.ndarray, r2_min: float) -> rules.Verd
     return rules.Verdict(rules.PASS, measured, rule)
 
 
+def linear_claim(statement: str, rho: np.ndarray, r2: np.ndarray, spec, T: float) -> Claim:
+    """The claim that the training loss decays geometrically, judged by :func:`linear_verdict`."""
+    return Claim.of("linear", statement, linear_verdict(rho, r2, spec.r2_min),
+                    f"fit over epochs ≥ {spec.fit_from * T:g} up to the last new low of the loss above "
+                    f"{spec.floor:g}·L_0; unflagged runs only")  # fmt: skip
+
+
+def stability_claim(r: dict, spec) -> Claim:
+    return Claim.of("stability", f"every run with γ_eff·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
+                    stability_verdict(r, spec.unstable_at, spec.stable_share))  # fmt: skip
+
+
 def paired(cols, value, a, b, keys=("model.d_m", "block", "rep"), where=None, by="model.init") -> np.ndarray:
     """value[b] − value[a] over the cells (among ``where``) with ``by`` = a and b (inits by
     default) that share ``keys`` (matched cells share those coordinates, not their draws: every

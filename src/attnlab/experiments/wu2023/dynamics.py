@@ -125,7 +125,7 @@ from attnlab.experiments.wu2023.analysis import (
     add_run_columns,
     below_zero,
     colors,
-    linear_verdict,
+    linear_claim,
     lmin_claims,
     logband,
     med,
@@ -136,6 +136,7 @@ from attnlab.experiments.wu2023.analysis import (
     slope_estimate,
     slope_measured,
     speed_verdict,
+    stability_claim,
     stability_verdict,
     trace,
 )
@@ -190,7 +191,7 @@ class Dynamics(Experiment):
         return merge(common.DEFAULTS, {"model": {"alpha": self.alpha}, "train": TRAIN})
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
-        return [c | {"train.lr": common.step(spec.gamma, c["model.d_m"], spec.step_norm)} for c in expand(spec)]
+        return common.stepped_cells(spec)
 
     def derive(self, table, spec: Spec):
         return add_run_columns(table, spec.unstable_at)
@@ -238,12 +239,8 @@ class Dynamics(Experiment):
             "drift slopes (log–log vs d_m)": {n: slope_measured(e) for n, e in est.items()},
         }  # fmt: skip
         claims = [
-            Claim.of("linear", "the training loss converges at a linear (geometric) rate at every width",
-                     linear_verdict(rho, r2, spec.r2_min),
-                     f"fit over epochs ≥ {spec.fit_from * T:g} up to the last new low of the loss above "
-                     f"{spec.floor:g}·L_0; unflagged runs only"),
-            Claim.of("stability", f"every run with γ_eff·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
-                     stability_verdict(r, spec.unstable_at, spec.stable_share)),
+            linear_claim("the training loss converges at a linear (geometric) rate at every width", rho, r2, spec, T),
+            stability_claim(r, spec),
             Claim.of("drift-kernel", "the NTK moves less during training as the width grows",
                      below_zero(est["kernel"], "‖K_T − K_0‖_F/‖K_0‖_F")),
             Claim.of("drift-weight", "the weights move less (relative to θ₀) as the width grows",

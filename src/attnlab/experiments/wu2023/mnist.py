@@ -95,7 +95,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab import plots, rules
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, expand, merge, rounded, trained_cells
+from attnlab.experiments.base import Analysis, Claim, Experiment, merge, rounded, trained_cells
 from attnlab.experiments.wu2023 import dynamics
 from attnlab.experiments.wu2023.analysis import (
     INITS,
@@ -104,7 +104,7 @@ from attnlab.experiments.wu2023.analysis import (
     all_of,
     below_zero,
     colors,
-    linear_verdict,
+    linear_claim,
     lmin_claims,
     logband,
     med,
@@ -115,7 +115,7 @@ from attnlab.experiments.wu2023.analysis import (
     slope_estimate,
     slope_measured,
     speed_verdict,
-    stability_verdict,
+    stability_claim,
     trace,
 )
 from attnlab.experiments.wu2023.limit import welch
@@ -218,7 +218,7 @@ class VitMnist(Experiment):
         return merge(common.DEFAULTS, {"train": TRAIN | {"save_params": True}}) | {"data": DATA}  # the synthetic data's fields replaced
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
-        return [c | {"train.lr": common.step(spec.gamma, c["model.d_m"], spec.step_norm)} for c in expand(spec)]
+        return common.stepped_cells(spec)
 
     def derive(self, table, spec: Spec):
         """Per run: the quantities of :func:`.analysis.per_run`, and the sign errors of θ_T on the
@@ -289,11 +289,8 @@ class VitMnist(Experiment):
         claims = [
             Claim.of("converge", f"LeCun/He: the training loss falls to ≤ {spec.target:g}·L_0 within {T:g} epochs at "
                      "every width and both scalings", converge_verdict(groups, spec.target)),
-            Claim.of("linear", "LeCun/He: the training loss converges at a linear (geometric) rate",
-                     linear_verdict(rho, r2, spec.r2_min),
-                     f"fit over epochs ≥ {spec.fit_from * T:g} up to the last new low; unflagged runs"),
-            Claim.of("stability", f"every run with γ_eff·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
-                     stability_verdict(r, spec.unstable_at, spec.stable_share)),
+            linear_claim("LeCun/He: the training loss converges at a linear (geometric) rate", rho, r2, spec, T),
+            stability_claim(r, spec),
             Claim.of("drift-kernel", "LeCun/He: the NTK moves less during training as the width grows (both τ₀)",
                      drift_v["kernel"]),
             Claim.of("drift-weight", "LeCun/He: the weights move less (relative to θ₀) as the width grows (both τ₀)",
