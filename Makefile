@@ -44,7 +44,7 @@ demo: $(STAMP) $(DATA_STAMP)
 test: $(STAMP) $(DATA_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest tests --ignore=tests/test_ray.py --ignore=tests/test_reliability.py
-	$(BIN)/python -m pytest tests/test_ray.py tests/test_reliability.py  # Ray in its own process: XLA compiles beside its threads segfaulted
+	$(BIN)/python -m pytest tests/test_ray.py tests/test_reliability.py  # Ray's tests in a process of their own: Ray leaves threads and environment behind
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,bench]"

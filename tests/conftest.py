@@ -52,8 +52,7 @@ def jax_cache_env(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def ray_session(jax_cache_env):
     """One local Ray instance (2 CPUs) per test module that needs it, started by its first test
-    (as ``--executor ray`` starts one) and shut down when the module ends: with Ray's threads
-    alive in this process, later XLA compiles of other modules crashed (segfault) on 2 cores. Its workers inherit the
+    (as ``--executor ray`` starts one) and shut down when the module ends. Its workers inherit the
     environment of the moment it starts: this process's XLA flags (so they compile what the
     tests' local runs compile) and the shared compilation cache."""
     import ray

@@ -45,8 +45,11 @@ def test_list_prints_every_experiment():
 SMOKE_IDS = ["jiang2024-fig1", "jiang2024-fig2", "jiang2024-fig3", "li2023-fig1", "li2023-fig3", "li2023-fig4",
              "li2023-fig5",
              "wu2023-vit-mnist", "wu2023-data-gram"]
-OTHER_IDS = ["li2023-fig2", "li2023-noise", "li2023-init-error", "wu2023-fig1", "wu2023-fig9", "wu2023-init",
-             "wu2023-width", "wu2023-ntk-limit"]
+OTHER_IDS = ["li2023-fig2", "li2023-noise", "li2023-init-error"]
+# ids whose smoke run (same reproduce path, plus their own claims and columns) is a test of their module
+OWN_SMOKE_TEST = {"wu2023-fig1": "test_wu2023_dynamics.py", "wu2023-fig9": "test_wu2023_dynamics.py",
+                  "wu2023-init": "test_wu2023_dynamics.py", "wu2023-width": "test_wu2023_width_limit.py",
+                  "wu2023-ntk-limit": "test_wu2023_width_limit.py"}  # fmt: skip
 
 
 def check_results_table(exp, table, v):
@@ -94,7 +97,13 @@ def check_results_table(exp, table, v):
 def test_every_experiment_is_covered_by_a_smoke_run():
     from attnlab.experiments import registry
 
-    assert set(registry()) == set(SMOKE_IDS) | set(OTHER_IDS)
+    assert set(registry()) == set(SMOKE_IDS) | set(OTHER_IDS) | set(OWN_SMOKE_TEST)
+    import test_wu2023_dynamics
+    import test_wu2023_width_limit as wl
+
+    own = {e.id: "test_wu2023_dynamics.py" for e in test_wu2023_dynamics.dyn.EXPERIMENTS}  # test_smoke_reproduce
+    own |= {wl.WIDTH.id: "test_wu2023_width_limit.py", wl.LIMIT.id: "test_wu2023_width_limit.py"}  # test_*_smoke
+    assert own == OWN_SMOKE_TEST
 
 
 @pytest.mark.parametrize("exp", OTHER_IDS)

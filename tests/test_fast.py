@@ -59,7 +59,16 @@ def test_compile_cache_directory_and_off_switch(monkeypatch, tmp_path):
 
     monkeypatch.setenv("ATTNLAB_COMPILE_CACHE", "off")
     assert compile_cache_dir() is None
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.setenv("ATTNLAB_COMPILE_CACHE", str(tmp_path))
     assert compile_cache_dir() == str(tmp_path)
     monkeypatch.delenv("ATTNLAB_COMPILE_CACHE")
     assert compile_cache_dir().endswith("jax") and "attnlab" in compile_cache_dir()
+    # executables compiled under other XLA flags live apart (JAX's key leaves the flags out)
+    monkeypatch.setenv("ATTNLAB_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_enable_fast_math=false")
+    a = compile_cache_dir()
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false  --xla_backend_optimization_level=0")
+    assert compile_cache_dir() == a and a.startswith(str(tmp_path)) and a != str(tmp_path)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    assert compile_cache_dir() not in (a, str(tmp_path))

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.helpers import assert_same, cell_of, run_bucket, run_reference
 
 from attnlab.experiments.base import ExperimentSpec, expand
 from attnlab.train import CAP
+from helpers import assert_same, cell_of, run_bucket, run_reference
 
 
 def li_cells(model: str, **train):

@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference
 
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import ExperimentSpec, expand, reproduce
@@ -18,6 +17,7 @@ from attnlab.experiments.wu2023 import D_REF, step
 from attnlab.experiments.wu2023 import dynamics as dyn
 from attnlab.sweep import grid
 from attnlab.train import stream
+from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference
 
 REGRESSION = ("train_loss", "test_loss", "stop_step", "status")
 

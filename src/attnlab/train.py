@@ -522,7 +522,10 @@ PROGRAMS_BUILT = {"count": 0}  # programs built in this process (the Ray workers
 
 def compile_cache_dir() -> str | None:
     """Where compiled programs are kept across processes: ``$ATTNLAB_COMPILE_CACHE``, else
-    ``<user cache>/attnlab/jax``; None when that variable is ``off`` (or ``0``)."""
+    ``<user cache>/attnlab/jax``; None when that variable is ``off`` (or ``0``). JAX's cache key
+    does not include ``$XLA_FLAGS``, so each set of flags gets a subdirectory of its own: an
+    executable compiled under other flags is never loaded."""
+    import hashlib
     import os
 
     where = os.environ.get("ATTNLAB_COMPILE_CACHE", "")
@@ -532,6 +535,9 @@ def compile_cache_dir() -> str | None:
         import platformdirs
 
         where = os.path.join(platformdirs.user_cache_dir("attnlab"), "jax")
+    flags = " ".join(sorted(os.environ.get("XLA_FLAGS", "").split()))
+    if flags:
+        where = os.path.join(where, "xla-flags-" + hashlib.sha256(flags.encode()).hexdigest()[:16])
     return where
 
 
