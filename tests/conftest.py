@@ -49,10 +49,10 @@ def jax_cache_env(tmp_path_factory) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ray_session(jax_cache_env):
-    """One local Ray instance (2 CPUs) per test module that needs it, started by its first test
-    (as ``--executor ray`` starts one) and shut down when the module ends. Its workers inherit the
+    """One local Ray instance (2 CPUs) for the whole session, started by the first test that
+    needs it (as ``--executor ray`` starts one) and shut down at the end. Its workers inherit the
     environment of the moment it starts: this process's XLA flags (so they compile what the
     tests' local runs compile) and the shared compilation cache."""
     import ray
