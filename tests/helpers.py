@@ -32,6 +32,13 @@ def x64(cell):
     return jax.enable_x64(cell.get("train.dtype") == "float64")
 
 
+def budget_for(cells, n):
+    """A memory budget that makes chunks of n cells (the cells form one bucket)."""
+    comp, static, _ = bucket_of(cells)
+    top = {s: max(c[s] for c in cells) for s in comp.size_fields()}
+    return (n + 0.5) * comp.cell_bytes(static, top)
+
+
 def run_bucket(cells, tags=(), pads=None, **kw):
     """train_bucket on ``cells`` (one bucket), padded to the largest sizes (or ``pads``)."""
     comp, static, key = bucket_of(cells, tags)

@@ -12,27 +12,18 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from attnlab import problem as P
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import executors, grid
 from attnlab.sweep.executors import RayExecutor, plan, run_cells, train_chunk
 from attnlab.sweep.store import Store, part_name
-from helpers import assert_same_rows
+from helpers import assert_same_rows, budget_for
 
 
 def cells_of(max_steps, mus=(1.0, 3.0, 5.0), Ns=(2, 4), reps=2):
     return [tiny_cell(mu=m, N=n, rep=r, max_steps=max_steps, log_every=10, dtype="float64")
             for m in mus for n in Ns for r in range(reps)]  # fmt: skip
-
-
-def budget_for(cells, n):
-    """A memory budget that makes chunks of n cells (the cells form one bucket)."""
-    (key,) = grid.buckets(cells)
-    comp = P.Composition.of(dict(key))
-    top = {s: max(c[s] for c in cells) for s in comp.size_fields()}
-    return (n + 0.5) * comp.cell_bytes(dict(key), top)
 
 
 def test_ray_gives_the_local_numbers_bit_for_bit_with_progress(ray_session, tmp_path, capsys):

@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from attnlab import problem as P
 from attnlab import train
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
@@ -31,7 +30,7 @@ from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import executors, grid
 from attnlab.sweep.executors import RayExecutor, plan, run_cells
 from attnlab.sweep.store import Store
-from helpers import assert_same_rows
+from helpers import assert_same_rows, budget_for
 
 EXP = "jiang2024-fig1"
 CHUNK2 = "memory_budget_gb=0.00014"  # 2.5 cells of this bucket's estimated 56 kB each
@@ -166,14 +165,6 @@ def test_a_diverging_cell_is_marked_and_leaves_the_rest_of_its_batch_unchanged(t
 
 
 # ---------------------------------------------------------------- determinism
-
-
-def budget_for(cells, n):
-    """A memory budget that makes chunks of n cells (the cells form one bucket)."""
-    (key,) = grid.buckets(cells)
-    comp = P.Composition.of(dict(key))
-    top = {s: max(c[s] for c in cells) for s in comp.size_fields()}
-    return (n + 0.5) * comp.cell_bytes(dict(key), top)
 
 
 def results(cells, out, budget):

@@ -25,9 +25,6 @@ def reproduce(exp_id: str, scale: str = "cpu", out: Path | str | None = None, se
     ``attnlab reproduce``; ``kw``: executor, progress, config, force. Returns the verdict."""
     from attnlab.experiments import get
     from attnlab.experiments.base import reproduce as run
-    from attnlab.train import enable_compile_cache
-
-    enable_compile_cache()
     target = Path(out) if out is not None else Path("results") / f"{exp_id}-{scale}"
     return run(get(exp_id), scale, target, sets=list(sets or []), **kw)
 
@@ -36,9 +33,7 @@ def sweep(spec: Path | str | dict, out: Path | str, sets: list[str] | None = Non
     """Run (or resume) a user grid into ``out``, as ``attnlab sweep``. ``spec``: a TOML file, TOML
     text, or a dict of the same tables; ``kw``: executor, progress, force. Returns the verdict."""
     from attnlab.experiments.sweep import sweep as run
-    from attnlab.train import enable_compile_cache
 
-    enable_compile_cache()
     return run(spec, out, sets=list(sets or []), **kw)
 
 

@@ -25,6 +25,13 @@ EXECUTOR_HELP = (
     "local (this process) or ray (one task per chunk of cells on Ray workers: a local Ray instance, or the "
     "cluster at RAY_ADDRESS; needs the ray extra)"
 )
+# options shared by reproduce and sweep
+SetsOption = Annotated[
+    list[str] | None, typer.Option("--set", help="override a field or grid axis: name=v1,v2,... (repeatable)")
+]
+ExecutorOption = Annotated[str, typer.Option(help=EXECUTOR_HELP)]
+QuietOption = Annotated[bool, typer.Option(help="no progress bar")]
+ForceOption = Annotated[bool, typer.Option(help="resume a results directory written under another schema or JAX version")]
 
 
 @app.command("list")
@@ -39,23 +46,17 @@ def reproduce_cmd(
     exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`)")],
     scale: Annotated[str, typer.Option(help=f"one of {', '.join(SCALES)}")] = "cpu",
     out_dir: Annotated[Path | None, typer.Option("--out", help="results directory (default results/ID-SCALE)")] = None,
-    sets: Annotated[
-        list[str] | None, typer.Option("--set", help="override a field or grid axis: name=v1,v2,... (repeatable)")
-    ] = None,
+    sets: SetsOption = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML file of field values (applied before --set)")
     ] = None,
-    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP)] = "local",
-    quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
-    force: Annotated[
-        bool, typer.Option(help="resume a results directory written under another schema or JAX version")
-    ] = False,
+    executor: ExecutorOption = "local",
+    quiet: QuietOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html."""
     from attnlab.report import fmt_text
-    from attnlab.train import enable_compile_cache
 
-    enable_compile_cache()
     try:
         exp = get(exp_id)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
@@ -179,22 +180,15 @@ def sweep_cmd(
         Path, typer.Argument(metavar="SPEC.toml", help="the grid: title, seeds, [data], [model], [train], [report]")
     ],
     out_dir: Annotated[Path | None, typer.Option("--out", help="results directory (default results/SPEC-name)")] = None,
-    sets: Annotated[
-        list[str] | None, typer.Option("--set", help="override a field or grid axis: name=v1,v2,... (repeatable)")
-    ] = None,
-    executor: Annotated[str, typer.Option(help=EXECUTOR_HELP)] = "local",
-    quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
-    force: Annotated[
-        bool, typer.Option(help="resume a results directory written under another schema or JAX version")
-    ] = False,
+    sets: SetsOption = None,
+    executor: ExecutorOption = "local",
+    quiet: QuietOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Run (or resume) your own grid over any data model × model × training recipe; write
     results.parquet, figures, verdict.json, report.html."""
     from attnlab.experiments.sweep import sweep, table_of
     from attnlab.report import fmt_text
-    from attnlab.train import enable_compile_cache
-
-    enable_compile_cache()
 
     target = out_dir or Path("results") / spec_path.stem
     try:

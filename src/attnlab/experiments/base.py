@@ -472,8 +472,9 @@ def run_spec(
     from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
     from attnlab.sweep import executors, grid
     from attnlab.sweep.store import Store, atomic_write_bytes
-    from attnlab.train import default_strategy
+    from attnlab.train import default_strategy, enable_compile_cache
 
+    enable_compile_cache()  # reruns and resumes skip compilation (off where $ATTNLAB_COMPILE_CACHE=off)
     out = Path(out)
     check_out(out)
     t0 = time.perf_counter()
