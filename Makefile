@@ -7,7 +7,7 @@ DATA_STAMP = $(VENV)/.datasets
 # Debian packages of data sets (and tools) that the tests and demos read; one more goes on this line
 APT_PACKAGES = dataset-fashion-mnist chromium chromium-driver
 
-.PHONY: install datasets demo test lint bench coverage clean
+.PHONY: install datasets demo test test-fast test-cov lint bench coverage clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,10 +41,29 @@ datasets: $(DATA_STAMP)
 demo: $(STAMP) $(DATA_STAMP)
 	$(BIN)/attnlab reproduce jiang2024-fig1 --scale cpu --out results/jiang2024-fig1-cpu
 
+# Every tier on every core (pytest-xdist; one module or test class per worker at a time), then the
+# tests that start Ray in a process of their own: Ray leaves threads and environment behind.
+TEST_WORKERS ?= auto
+PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
+
 test: $(STAMP) $(DATA_STAMP)
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest tests --ignore=tests/test_ray.py --ignore=tests/test_reliability.py
-	$(BIN)/python -m pytest tests/test_ray.py tests/test_reliability.py  # Ray's tests in a process of their own: Ray leaves threads and environment behind
+	$(PYTEST) tests -m "not ray"
+	$(BIN)/python -m pytest tests -m ray
+
+# unit and engine tiers only: the quick loop while changing the engine
+test-fast: $(STAMP) $(DATA_STAMP)
+	$(PYTEST) tests/unit tests/engine -m "not ray"
+
+# `make test` with line coverage of src/attnlab (both processes, combined) in results/coverage.txt
+test-cov: $(STAMP) $(DATA_STAMP)
+	mkdir -p results
+	$(PYTEST) tests -m "not ray" --cov=attnlab --cov-report=
+	mv .coverage results/.coverage.main
+	$(BIN)/python -m pytest tests -m ray --cov=attnlab --cov-report=
+	mv .coverage results/.coverage.ray
+	$(BIN)/coverage combine --data-file=results/.coverage results/.coverage.main results/.coverage.ray
+	$(BIN)/coverage report --data-file=results/.coverage | tee results/coverage.txt
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,bench]"

@@ -1,30 +1,98 @@
-"""Test-session setup.
+"""Test-session setup: the XLA flags, a compile cache shared by every process of the session,
+the smoke runs every tier shares, the Ray instance, and a measure of the memory mappings.
 
-JAX compiles dominate the suite's run time on a CPU, so XLA's backend (LLVM) optimisation is
-turned down before JAX initialises its backend: compiles get 2-4x faster, and every comparison
-in the suite is between paths compiled under the same flags. Set ATTNLAB_TEST_XLA_OPT=1 to test
-with XLA's default flags instead.
+Tiers (folders): ``unit`` (pure functions, no trainer compiled), ``engine`` (trainer, store,
+executors, fast paths against the reference path), ``papers/<paper>`` (a paper's data, models
+against their loop equations, probes, claims on synthetic data), ``e2e`` (CLI, resume, report,
+browser, Ray, faults). ``make test`` runs them all, ``make test-fast`` the first two.
+
+Compiles dominate the suite's run time on a CPU, so before JAX initialises its backend, XLA's
+LLVM optimisation is turned down and its newer fusion emitters are turned off (the older ones
+compile about twice as fast): every comparison in the suite is between paths compiled under the
+same flags. ``ATTNLAB_TEST_XLA_OPT=1`` runs the suite under XLA's default flags instead.
 """
 
+import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
-# In-process CLI runs would turn JAX's persistent compile cache on for the whole test process;
-# the tests compare freshly compiled paths, so it stays off here (subprocesses get their own).
-os.environ.setdefault("ATTNLAB_COMPILE_CACHE", "off")
-
+TEST_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 if os.environ.get("ATTNLAB_TEST_XLA_OPT") != "1":
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_optimization_level" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + " --xla_backend_optimization_level=0").strip()
+    os.environ["XLA_FLAGS"] = " ".join([flags, *(f for f in TEST_FLAGS if f.split("=")[0] not in flags)]).strip()
+
+# One persistent compile cache for the session, in a temporary directory made by the first
+# process (pytest, or xdist's controller) and inherited by its workers, CLI subprocesses and Ray
+# workers: a program compiled once is loaded by the others, and after each module's caches are
+# dropped. Every compile is kept (threshold 0 s): under the test flags most take < 0.5 s.
+_OWN_CACHE = "ATTNLAB_TEST_COMPILE_CACHE" not in os.environ
+if _OWN_CACHE:
+    os.environ["ATTNLAB_TEST_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="attnlab-test-jax-")
+os.environ["ATTNLAB_COMPILE_CACHE"] = os.environ["ATTNLAB_TEST_COMPILE_CACHE"]
+os.environ["ATTNLAB_COMPILE_CACHE_MIN_SECONDS"] = "0"
+
+from attnlab.train import compile_cache_dir, enable_compile_cache  # noqa: E402  (JAX reads the flags at import)
+
+enable_compile_cache()
+# processes that run JAX without attnlab's CLI (Ray workers) find the cache through JAX's own variables
+os.environ["JAX_COMPILATION_CACHE_DIR"] = compile_cache_dir()
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ray: uses the session's local Ray instance (run in a pytest process of its own)")
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that start Ray get the ``ray`` mark: Ray leaves threads and environment behind in
+    its process, so ``make test`` runs them apart (``-m ray``) from the rest (``-m "not ray"``)."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):  # an xdist worker reports to the controller
+        session.config.workeroutput["peak_mappings"] = _PEAK["mappings"]
+    elif _OWN_CACHE:
+        shutil.rmtree(os.environ["ATTNLAB_TEST_COMPILE_CACHE"], ignore_errors=True)
+
+
+def pytest_testnodedown(node, error):
+    _PEAK["mappings"] = max(_PEAK["mappings"], getattr(node, "workeroutput", {}).get("peak_mappings", 0))
+
+
+def pytest_terminal_summary(terminalreporter):
+    limit = Path("/proc/sys/vm/max_map_count")
+    limit = int(limit.read_text()) if limit.exists() else None
+    if _PEAK["mappings"]:
+        terminalreporter.write_line(f"peak memory mappings of a test process: {_PEAK['mappings']} (the kernel's limit: "
+                                    f"{limit})")  # fmt: skip
+
+
+# ---------------------------------------------------------------- compiled programs and mappings
+
+_PEAK = {"mappings": 0}
+
+
+def _mappings() -> int:
+    try:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _free_compiled_programs():
     """After each module, drop the compiled programs it kept (attnlab's and JAX's own caches):
     every XLA:CPU executable holds memory mappings, and the whole suite in one process would
-    otherwise pass the kernel's limit of 65530 and crash inside an XLA compile."""
+    otherwise pass the kernel's limit of 65530 and crash inside an XLA compile. The peak count,
+    taken before they are dropped, is reported at the end of the session."""
     yield
     import gc
 
@@ -32,21 +100,63 @@ def _free_compiled_programs():
 
     from attnlab import train
 
+    _PEAK["mappings"] = max(_PEAK["mappings"], _mappings())
     train._PROGRAMS.clear()
     jax.clear_caches()
     gc.collect()
 
 
 @pytest.fixture(scope="session")
-def jax_cache_env(tmp_path_factory) -> dict:
-    """Environment variables that give a process (a CLI run, a Ray worker) a JAX compilation
-    cache shared across this session's processes: a compile done once is loaded by the others.
-    It saves compile time only; the executables, so the numbers, are the same. Not set in this
-    process, whose tests time compiles."""
-    return {
-        "JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("jax-cache")),
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-    }
+def jax_cache_env() -> dict:
+    """Environment variables that give a process (a CLI run, a Ray worker) this session's
+    compile cache: a compile done once is loaded by the others. It saves compile time only; the
+    executables, so the numbers, are the same."""
+    names = ("ATTNLAB_COMPILE_CACHE", "ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "JAX_COMPILATION_CACHE_DIR",
+             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "XLA_FLAGS")  # fmt: skip
+    return {k: os.environ[k] for k in names}
+
+
+# ---------------------------------------------------------------- shared smoke runs
+
+
+class SmokeRun:
+    """A finished ``attnlab reproduce ID --scale smoke`` run: its directory (read only: copy it
+    to change it), verdict and CLI output."""
+
+    def __init__(self, out: Path, output: str):
+        self.out, self.output = out, output
+        self.verdict = json.loads((out / "verdict.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory):
+    """``smoke(ID)``: the session's one smoke run of an experiment, made through the CLI by the
+    first test that asks for it. Shared by every test that reads a smoke run (the contract,
+    resume, report, browser and per-paper claims tests) and by every xdist worker: a file lock
+    makes a second worker wait for the run instead of repeating it."""
+    from filelock import FileLock
+    from typer.testing import CliRunner
+
+    from attnlab.cli import app
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "smoke-runs"
+    root.mkdir(exist_ok=True)
+
+    def run(exp: str) -> SmokeRun:
+        out, done = root / exp, root / f"{exp}.output"
+        with FileLock(root / f"{exp}.lock"):
+            if not done.exists():
+                shutil.rmtree(out, ignore_errors=True)
+                r = CliRunner().invoke(app, ["reproduce", exp, "--scale", "smoke", "--out", str(out), "--quiet"])
+                assert r.exit_code == 0, r.output
+                done.write_text(r.output)
+        return SmokeRun(out, done.read_text())
+
+    return run
+
+
+# ---------------------------------------------------------------- Ray
 
 
 @pytest.fixture(scope="session")
@@ -54,22 +164,13 @@ def ray_session(jax_cache_env):
     """One local Ray instance (2 CPUs) for the whole session, started by the first test that
     needs it (as ``--executor ray`` starts one) and shut down at the end. Its workers inherit the
     environment of the moment it starts: this process's XLA flags (so they compile what the
-    tests' local runs compile) and the shared compilation cache."""
+    tests' local runs compile) and the session's compile cache."""
     import ray
 
     from attnlab.sweep import executors
 
     os.environ.pop("RAY_ADDRESS", None)  # never a cluster someone has set up
-    saved = {k: os.environ.get(k) for k in jax_cache_env}
-    os.environ.update(jax_cache_env)
-    try:
-        assert not executors._connect(ray, num_cpus=2)  # the executor's own start of a local instance
-    finally:  # only the cache variables: ray.init sets some of its own (RAY_AUTH_MODE) that stay
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    assert not executors._connect(ray, num_cpus=2)  # the executor's own start of a local instance
     assert ray.cluster_resources()["CPU"] == 2
     yield ray
     ray.shutdown()

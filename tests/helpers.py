@@ -1,13 +1,15 @@
 """Shared by the training tests: build a bucket's Problem from cells and train it on either path.
 
-Compiles dominate the suite's time, so programs are cached across tests: ``train_bucket`` keeps
-its compiled programs under ``cache_key`` (the bucket's static fields and pads), and reference
-results are kept per cell id for the whole session.
+Compiles dominate the suite's time, so programs are cached across tests: ``train_bucket`` and
+``train_reference`` keep their compiled programs under ``cache_key`` (the bucket's static fields
+and pads: the reference is compiled once per shape, not per cell), and reference results are kept
+per cell id for the whole session.
 """
 
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import jax
 import pyarrow as pa
@@ -16,6 +18,7 @@ from attnlab.problem import Composition
 from attnlab.sweep import grid
 from attnlab.train import train_bucket, train_reference
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 METRICS = ("train_loss", "train_error", "test_loss", "test_error", "stop_step", "status")
 
 
@@ -58,12 +61,13 @@ def run_reference(cell, tags=()):
     """The reference result of a cell, unpadded (computed once per session: the slow path)."""
     cid = grid.cell_id(cell)
     if cid not in _REFERENCE:
-        comp, static, _ = bucket_of([cell], tags)
+        comp, static, key = bucket_of([cell], tags)
         v = {k: x[0] for k, x in grid.batch_inputs(comp, [cell]).items()}
         pads = {f: cell[f] for f in comp.size_fields()}  # exactly N samples: no padding at all
         with x64(cell):
             _REFERENCE[cid] = train_reference(
-                comp.problem(static, pads), comp.train_config(static), v, shared=comp.shared(static)
+                comp.problem(static, pads), comp.train_config(static), v, shared=comp.shared(static),
+                cache_key=(key, tuple(tags), tuple(sorted(pads.items()))),
             )
     return _REFERENCE[cid]
 

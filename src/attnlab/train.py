@@ -60,6 +60,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from attnlab.errors import AttnlabError
+
 CONVERGED, CAP, DIVERGED = 0, 1, 2
 STATUS_NAMES = {CONVERGED: "converged", CAP: "cap", DIVERGED: "diverged"}
 
@@ -520,6 +522,25 @@ PROGRAMS_KEPT = 32
 PROGRAMS_BUILT = {"count": 0}  # programs built in this process (the Ray workers report it)
 
 
+def _kept(build: Callable, problem: Problem, cfg: TrainConfig, cache_key):
+    """``build(problem, cfg)``, kept under (``build``, ``cache_key``, ``cfg``) when a key is
+    given: the caller promises that the key determines the problem (a bucket's static fields
+    and pads), so a later call with the same key reuses the compiled programs."""
+    if cache_key is None:
+        PROGRAMS_BUILT["count"] += 1
+        return build(problem, cfg)
+    key = (build.__name__, cache_key, cfg)
+    progs = _PROGRAMS.get(key)
+    if progs is None:
+        progs = _PROGRAMS[key] = build(problem, cfg)
+        PROGRAMS_BUILT["count"] += 1
+        while len(_PROGRAMS) > PROGRAMS_KEPT:
+            _PROGRAMS.popitem(last=False)  # its executables are freed with it
+    else:
+        _PROGRAMS.move_to_end(key)
+    return progs
+
+
 def compile_cache_dir() -> str | None:
     """Where compiled programs are kept across processes: ``$ATTNLAB_COMPILE_CACHE``, else
     ``<user cache>/attnlab/jax``; None when that variable is ``off`` (or ``0``). JAX's cache key
@@ -544,11 +565,20 @@ def compile_cache_dir() -> str | None:
 def enable_compile_cache() -> str | None:
     """Keep compiled programs on disk across processes (JAX's persistent compilation cache) in
     :func:`compile_cache_dir`, so a rerun or a resumed run of the same buckets skips compilation:
-    the fixed cost of small grids. Returns the directory used, or None."""
+    the fixed cost of small grids. Programs that compiled in under
+    ``$ATTNLAB_COMPILE_CACHE_MIN_SECONDS`` (default 0.5 s) are not kept: loading one costs about
+    as much. Returns the directory used, or None."""
+    import os
+
     where = compile_cache_dir()
     if where is not None:
         jax.config.update("jax_compilation_cache_dir", where)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        min_s = os.environ.get("ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "0.5")
+        try:
+            min_s = float(min_s)
+        except ValueError:
+            raise AttnlabError(f"ATTNLAB_COMPILE_CACHE_MIN_SECONDS: not a number: {min_s!r}") from None
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_s)
     return where
 
 
@@ -591,17 +621,7 @@ def train_bucket(
         raise ValueError(f"strategy must be 'vmap' or 'sequential', got {strategy!r}")
     if shrink < 2 or segment < 1 or min_batch < 1:
         raise ValueError("need shrink >= 2, segment >= 1, min_batch >= 1")
-    key = (cache_key, cfg)
-    progs = _PROGRAMS.get(key) if cache_key is not None else None
-    if progs is None:
-        progs = _programs(problem, cfg)
-        PROGRAMS_BUILT["count"] += 1
-        if cache_key is not None:
-            _PROGRAMS[key] = progs
-            while len(_PROGRAMS) > PROGRAMS_KEPT:
-                _PROGRAMS.popitem(last=False)  # its executables are freed with it
-    elif cache_key is not None:
-        _PROGRAMS.move_to_end(key)
+    progs = _kept(_programs, problem, cfg, cache_key)
     v = {k: jnp.asarray(x) for k, x in v.items()}
     if strategy == "sequential":
         return jax.tree.map(np.asarray, progs.sequential(v, shared))
@@ -652,49 +672,72 @@ def _run_vmap(progs: _Programs, cfg: TrainConfig, v: dict, shared, segment: int,
 # ---------------------------------------------------------------- reference path
 
 
-def train_reference(problem: Problem, cfg: TrainConfig, v: dict, shared=None) -> dict:
+@dataclass(frozen=True)
+class _Reference:
+    """The reference path's per-cell functions, compiled with the cell's data and values as
+    arguments (not constants), so that every cell of one shape shares them."""
+
+    start: Callable  # (v, shared) -> (data, train, fixed, opt_state)
+    step_loss: Callable  # (train, fixed, data, v, t) -> ((loss, (aux, J)), grads)
+    full_loss: Callable  # (train, fixed, data) -> (loss, (aux, J))
+    update: Callable  # (grads, opt_state, train, lr) -> (train, opt_state)
+    recorders: tuple  # (name, schedule, fn(train, fixed, data, v, aux, loss) -> dict)
+    final: Callable  # (train, fixed, data) -> metrics
+    params: Callable  # (train, fixed, data) -> every parameter in the model's own form
+
+
+def _reference(problem: Problem, cfg: TrainConfig) -> _Reference:
+    return _Reference(
+        start=jax.jit(lambda v, shared: _start(problem, cfg, v, shared)),
+        step_loss=jax.jit(lambda tr, fixed, data, v, t: _step_loss(problem, cfg, tr, fixed, data, v, t)),
+        full_loss=jax.jit(lambda tr, fixed, data: _full_loss(problem, tr, fixed, data)),
+        update=jax.jit(lambda g, s, tr, lr: _update(problem, cfg, g, s, tr, lr)),
+        recorders=tuple((name, steps, jax.jit(fn)) for name, steps, fn in _recorders(problem, cfg)),
+        final=jax.jit(lambda tr, fixed, data: _final_metrics(problem, cfg, tr, fixed, data)),
+        params=jax.jit(lambda tr, fixed, data: plain_params(problem, tr, fixed, data)),
+    )
+
+
+def train_reference(problem: Problem, cfg: TrainConfig, v: dict, shared=None, cache_key=None) -> dict:
     """One cell, one step at a time, in a Python loop: the path the vectorised one is checked
     against. ``v``: dict of per-cell scalars. Returns the dict of :func:`train_bucket` without
-    the cell axis."""
+    the cell axis. ``cache_key``: as for :func:`train_bucket` (cells of one shape then share
+    their compiled functions)."""
+    ref = _kept(_reference, problem, cfg, cache_key)
     v = {k: jnp.asarray(x) for k, x in v.items()}
-    data, train, fixed, opt_state = jax.jit(lambda v: _start(problem, cfg, v, shared))(v)
-    step_loss = jax.jit(lambda tr, t: _step_loss(problem, cfg, tr, fixed, data, v, t))
-    full_loss = jax.jit(lambda tr: _full_loss(problem, tr, fixed, data))
-    upd = jax.jit(lambda g, s, tr: _update(problem, cfg, g, s, tr, v["lr"]))
-    recs = [(name, steps, jax.jit(lambda tr, aux, loss, fn=fn: fn(tr, fixed, data, v, aux, loss)))
-            for name, steps, fn in _recorders(problem, cfg)]  # fmt: skip
-    out: dict[str, Any] = {name: {} for name, _, _ in recs}
+    data, train, fixed, opt_state = ref.start(v, shared)
+    out: dict[str, Any] = {name: {} for name, _, _ in ref.recorders}
 
     def record(name, fn, tr, step=None):
-        loss, (aux, _) = step if step is not None else full_loss(tr)
-        for p, x in fn(tr, aux, loss).items():
+        loss, (aux, _) = step if step is not None else ref.full_loss(tr, fixed, data)
+        for p, x in fn(tr, fixed, data, v, aux, loss).items():
             out[name].setdefault(p, []).append(np.asarray(x, np.float64))
 
     status, stop_step = CAP, cfg.max_steps
     for t in range(cfg.max_steps + 1):
-        step, grads = step_loss(train, t)
+        step, grads = ref.step_loss(train, fixed, data, v, t)
         loss = step[0]
         full = None if cfg.batch_size else step  # full batch: the step's forward pass is at θ_t
-        for name, steps, fn in recs:
+        for name, steps, fn in ref.recorders:
             if t in steps:
                 record(name, fn, train, full)
         if not np.isfinite(loss):
             status, stop_step = DIVERGED, t
             break
         if t % cfg.stop_every == 0 or t == cfg.max_steps:
-            if (full or full_loss(train))[1][1] < cfg.loss_threshold:
+            if (full or ref.full_loss(train, fixed, data))[1][1] < cfg.loss_threshold:
                 status, stop_step = CONVERGED, t
                 break
         if t == cfg.max_steps:
             break
-        train, opt_state = upd(grads, opt_state, train)
-    metrics = jax.tree.map(np.asarray, jax.jit(lambda tr: _final_metrics(problem, cfg, tr, fixed, data))(train))
+        train, opt_state = ref.update(grads, opt_state, train, v["lr"])
+    metrics = jax.tree.map(np.asarray, ref.final(train, fixed, data))
     metrics.update(status=np.int32(status), stop_step=np.int32(stop_step))
-    for name, steps, fn in recs:  # slots after the stop hold the probes of θ_stop
+    for name, steps, fn in ref.recorders:  # slots after the stop hold the probes of θ_stop
         for s in steps:
             if s > stop_step:
                 record(name, fn, train)
     res = {"metrics": metrics} | {name: {p: np.asarray(x) for p, x in r.items()} for name, r in out.items()}
     if cfg.save_params:
-        res["params"] = jax.tree.map(np.asarray, jax.jit(lambda tr: plain_params(problem, tr, fixed, data))(train))
+        res["params"] = jax.tree.map(np.asarray, ref.params(train, fixed, data))
     return res

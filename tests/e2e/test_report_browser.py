@@ -15,12 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from attnlab.cli import app
-from attnlab.experiments import get
-from attnlab.experiments.base import reproduce
+from helpers import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "report-browser"
+ARTIFACTS = ROOT / "test-artifacts" / "report-browser"
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +48,13 @@ def driver():
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
-    """A smoke run's report, and an index over it and a copy (rebuilt through the CLI)."""
+def pages(tmp_path_factory, smoke):
+    """The session's smoke run's report, and an index over a copy of it and a second copy
+    (rebuilt through the CLI)."""
     base = tmp_path_factory.mktemp("browser")
-    run = base / "jiang2024-fig1 smoke"
-    verdict = reproduce(get("jiang2024-fig1"), "smoke", run, progress=False)
+    shared = smoke("jiang2024-fig1")
+    run, verdict = base / "jiang2024-fig1 smoke", shared.verdict
+    shutil.copytree(shared.out, run)
     shutil.copytree(run, base / "copy")
     r = CliRunner().invoke(app, ["report", str(run), str(base / "copy")])
     assert r.exit_code == 0, r.output

@@ -75,7 +75,7 @@ def uninterrupted(tmp_path_factory, cli_env):
     return pq.read_table(out / "results.parquet")
 
 
-@pytest.mark.parametrize("executor", ["local", "ray"])
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.ray)])
 def test_kill_9_mid_run_then_rerun_loses_and_duplicates_no_cell(request, tmp_path, cli_env, uninterrupted, executor):
     """SIGKILL the driver once its first part has landed, rerun the same command: every part that
     landed is whole, the rerun trains exactly the missing cells, and results.parquet equals an

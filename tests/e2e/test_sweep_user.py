@@ -12,7 +12,6 @@ import os
 import runpy
 import subprocess
 import sys
-from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -26,9 +25,10 @@ from attnlab import problem as P
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import sweep as S
+from helpers import ROOT
 
 runner = CliRunner()
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = ROOT / "examples"
 SMALL = ["--set", "train.max_steps=20"]
 # example -> (extra overrides, grid points, seeds, axes, figures)
 CASES = {

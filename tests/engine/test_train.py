@@ -367,14 +367,34 @@ def test_compiled_programs_are_kept_for_the_most_recent_buckets_only(monkeypatch
     def run(name):
         with x64(CELLS[0]):
             train_bucket(comp.problem(static, PADS), comp.train_config(static), v, cache_key=name, strategy="sequential")
-        return T._PROGRAMS[(name, comp.train_config(static))]
+        return T._PROGRAMS[("_programs", name, comp.train_config(static))]
 
     first = weakref.ref(run("a"))
     run("b")
     run("a")  # reused, and now the most recent
     run("c")  # drops "b"
-    assert [k[0] for k in T._PROGRAMS] == ["a", "c"]
+    assert [k[1] for k in T._PROGRAMS] == ["a", "c"]
     assert T.PROGRAMS_BUILT["count"] - built == 3
     run("d")  # drops "a"
     gc.collect()
     assert first() is None
+
+
+def test_the_reference_is_compiled_once_per_shape_and_gives_the_uncached_numbers():
+    """``train_reference`` with a cache key builds its functions once for every cell of one
+    shape and compiles each once (the cell's data and values are arguments, not constants), and
+    gives what a fresh, uncached build gives."""
+    comp, static, key = bucket_of([CELLS[0]])
+    pads = {"data.N": 5}  # a shape no other test uses: its programs are built here
+    cfg = comp.train_config(static)
+    vs = [{k: x[0] for k, x in grid.batch_inputs(comp, [dict(c, **{"data.N": 5})]).items()} for c in CELLS[:3]]
+    cache_key = ("once per shape", key, 5)
+    built = T.PROGRAMS_BUILT["count"]
+    with x64(CELLS[0]):
+        cached = [train_reference(comp.problem(static, pads), cfg, v, cache_key=cache_key) for v in vs]
+        assert T.PROGRAMS_BUILT["count"] - built == 1
+        ref = T._PROGRAMS[("_reference", cache_key, cfg)]
+        fns = [ref.start, ref.step_loss, ref.full_loss, ref.update, ref.final] + [f for _, _, f in ref.recorders]
+        assert all(f._cache_size() == 1 for f in fns), [f._cache_size() for f in fns]
+        for v, c in zip(vs, cached, strict=True):
+            assert_same(c, train_reference(comp.problem(static, pads), cfg, v), rtol=0, atol=0)

@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from attnlab.experiments.base import reproduce
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.wu2023 import limit, width
 from attnlab.experiments.wu2023.limit import LIMIT
@@ -154,17 +153,19 @@ def _check_run(out, exp, verdict, claim_ids):
     return pq.read_table(out / "results.parquet").to_pandas()
 
 
-def test_width_smoke(tmp_path):
-    v = reproduce(WIDTH, "smoke", tmp_path, progress=False)
-    t = _check_run(tmp_path, WIDTH, v, ["quadratic-a0.5", "cubic-a0.5", "quadratic-a1"])
+def test_width_smoke(smoke):
+    run = smoke(WIDTH.id)  # the session's shared smoke run
+    v = run.verdict
+    t = _check_run(run.out, WIDTH, v, ["quadratic-a0.5", "cubic-a0.5", "quadratic-a1"])
     assert v["cells"] == 16 and len(t) == 16
     assert set(t["train.lr"]) == {1.0}  # d_m = 2, 8: the width-normalised step capped at γ = 1
     assert all(len(x) >= 2 and x[0] > 0 for x in t["trace_train_loss"])
 
 
-def test_limit_smoke(tmp_path):
-    v = reproduce(LIMIT, "smoke", tmp_path, progress=False)
-    t = _check_run(tmp_path, LIMIT, v, ["limit", "logits-a1", "logits-a0.5", "alpha-half", "pitfall"])
+def test_limit_smoke(smoke):
+    run = smoke(LIMIT.id)  # the session's shared smoke run
+    v = run.verdict
+    t = _check_run(run.out, LIMIT, v, ["limit", "logits-a1", "logits-a0.5", "alpha-half", "pitfall"])
     assert v["cells"] == 8 and len(t) == 8 and "params_npz" not in t.columns
     for m in limit.MEASURES:
         assert np.all(np.isfinite(t[m])) and np.all(t[m] >= 0), m

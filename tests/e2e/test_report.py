@@ -1,27 +1,18 @@
-"""The HTML report: value formatting, the page itself (self-contained, escaped, zero claims,
-extra tables), and ``attnlab report DIR...`` (rebuild without training, index page, bad input).
-
-Two results directories are computed once for the module: the two-cell fig1 grid of
-test_cli.py and the fig3 smoke grid (two experiments, so the index shows different claims)."""
+"""``attnlab report DIR...`` on the session's smoke runs of jiang2024-fig1 and -fig3 (two
+experiments, so the index shows different claims): rebuild without training, index page, bad
+input. The page itself: tests/unit/test_report_page.py."""
 
 import json
-import math
 import re
 import shutil
 
-import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from attnlab import report
 from attnlab.cli import app
-from attnlab.experiments import get
-from attnlab.experiments.base import Analysis, Claim, rebuild, reproduce
-from attnlab.rules import Verdict
+from attnlab.experiments.base import rebuild
 
-SMALL = ["N=2,4", "mu=5", "reps=1", "lr=0.05"]  # two fig1 cells, as in test_cli.py
 runner = CliRunner()
 
 
@@ -33,117 +24,13 @@ def files_of(d):
     return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-# ---------------------------------------------------------------- formatting
-
-
-@pytest.mark.parametrize(
-    "x, text",
-    [
-        (0.15811388300839305, "0.158"), (0.987420882906321, "0.987"), (93.505643245093, "93.5"),
-        (-93.505643245093, "-93.5"), (3.276692203862466e-32, "3.28e-32"), (-4.36e-32, "-4.36e-32"),
-        (1.0, "1"), (0.5, "0.5"), (1000.0, "1000"), (1234.56, "1235"), (999999.0, "999999"), (1.5e6, "1.5e6"),
-        (2.0e-3, "0.002"), (0.0001234, "1.23e-4"), (0.0, "0"), (-0.0, "0"), (-0.0004, "-4e-4"), (9.996, "10"),
-        (2, "2"), (123456789, "123456789"), (np.int64(7), "7"), (np.float32(0.25), "0.25"), (True, "yes"),
-        (None, "—"), (float("nan"), "NaN"), (float("inf"), "∞"), (-math.inf, "-∞"),
-    ],
-)  # fmt: skip
-def test_fmt_number(x, text):
-    assert report.fmt_number(x) == text
-
-
-@given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: 0 < abs(x) < 1e300))
-def test_fmt_number_keeps_three_significant_digits(x):
-    assert math.isclose(float(report.fmt_number(x)), x, rel_tol=5e-3)
-
-
-def test_fmt_interval_and_lists():
-    assert report.fmt_interval(-93.505643245093, 93.50564324510283) == "[-93.5, 93.5]"
-    assert report.fmt_interval(None, 0.5) == "[—, 0.5]"
-    assert report.fmt_text([0.01257911709367899, 0.987420882906321]) == "[0.0126, 0.987]"
-    assert report.fmt_text(np.array([1.0, 2.5])) == "[1, 2.5]"
-    assert report.fmt_text([]) == "[]"
-
-
-def test_fmt_text_of_nested_dicts():
-    measured = {"p": None, "ci95": [-93.5056, 93.5056], "lr_p_value": {"p=1": 0.975, "p=2": 1.0}}
-    assert report.fmt_text(measured) == "p: —; ci95: [-93.5, 93.5]; lr_p_value: {p=1: 0.975; p=2: 1}"
-    assert report.fmt_text({0.5: 0.123456, 2: "x"}) == "0.5: 0.123; 2: x"
-    assert report.fmt_text({}) == "{}" and report.fmt_text("plain") == "plain"
-
-
-def test_fmt_value_renders_dicts_as_key_value_lists_and_escapes():
-    html = str(report.fmt_value({"ok": 2, "ci": [0.158, 1.0], "sub": {"a<b": "<i>x</i>"}}))
-    assert html.startswith('<ul class="kv">') and html.count('<ul class="kv">') == 2
-    assert '<span class="k">ok:</span> <span class="num">2</span>' in html
-    assert '<span class="k">ci:</span> <span class="num">[0.158, 1]</span>' in html
-    assert "a&lt;b:" in html and "&lt;i&gt;x&lt;/i&gt;" in html and "<i>" not in html
-    assert "not measured" in str(report.fmt_value(None))
-    assert str(report.fmt_value([{"k": 1}, {"k": 2}])).startswith('<ol class="seq">')
-    assert str(report.fmt_value("<script>")) == "&lt;script&gt;"
-
-
-def test_fmt_duration():
-    assert report.fmt_duration(4.1834) == "4.18 s"
-    assert report.fmt_duration(725) == "12 min 5 s"
-    assert report.fmt_duration(3 * 3600 + 12 * 60 + 3) == "3 h 12 min"
-    assert report.fmt_duration(None) == "—"
-
-
-def test_command_line_is_shell_quoted():
-    cmd = report.command_line("jiang2024-fig1", "cpu", ["N=2,4", "mu=5"], config="my grid.toml", out="runs/it's")
-    assert cmd == ("attnlab reproduce jiang2024-fig1 --scale cpu --config 'my grid.toml' --set N=2,4 --set mu=5 "
-                   "--out 'runs/it'\"'\"'s'")  # fmt: skip
-
-
-# ---------------------------------------------------------------- the page
-
-
-def test_zero_claims_and_extra_tables(tmp_path):
-    """A run without claims (a user sweep) still gets a readable page, with its results table."""
-    exp, spec = get("jiang2024-fig1"), get("jiang2024-fig1").spec("smoke")
-    verdict = {"experiment": exp.id, "scale": "smoke", "cells": 2, "runtime_s": 1.5, "provenance": {}, "claims": [],
-               "store_warnings": ["damaged part <p1> moved aside"]}  # fmt: skip
-    rows = [[2, 0.123456, "converged"], [4, None, "<b>cap</b>"]]
-    path = report.write(tmp_path / "report.html", exp, spec, verdict, Analysis(claims=[]), [], [],
-                        tables=[("Results", ["data.N", "test_loss", "status"], rows)])  # fmt: skip
-    html = path.read_text()
-    assert "states no claims" in html and 'id="claims-table"' not in html
-    assert "<h2 id=\"table-1\">Results</h2>" in html and "<th>test_loss</th>" in html
-    assert ">0.123<" in html and "&lt;b&gt;cap&lt;/b&gt;" in html and "<b>cap</b>" not in html
-    assert "No figures." in html and "attnlab reproduce jiang2024-fig1 --scale smoke" in html
-    assert "damaged part &lt;p1&gt; moved aside" in html
-
-    # an analysis's own tables are shown without passing them
-    path = report.write(tmp_path / "r2.html", exp, spec, verdict, Analysis(claims=[], tables=[("T", ["a"], [])]),
-                        [], [])  # fmt: skip
-    assert "<h2 id=\"table-1\">T</h2>" in path.read_text() and "no rows" in path.read_text()
-
-
-def test_claims_are_escaped_and_badged(tmp_path):
-    exp, spec = get("jiang2024-fig1"), get("jiang2024-fig1").spec("smoke")
-    claims = [Claim.of("c1", "x < <script>alert(1)</script>", Verdict("pass", {"slope": -2.01234}, "rule <2")),
-              Claim("c2", "s", None, "r", "inconclusive", "too few cells")]  # fmt: skip
-    verdict = {"experiment": exp.id, "scale": "smoke", "cells": 1, "runtime_s": 0.1,
-               "claims": [c.to_json() for c in claims]}  # fmt: skip
-    html = report.write(tmp_path / "r.html", exp, spec, verdict, Analysis(claims=claims), [], ["N=2"]).read_text()
-    assert "<script>" not in html and "&lt;script&gt;" in html and "rule &lt;2" in html
-    assert '<span class="badge pass">pass</span>' in html
-    assert '<span class="badge inconclusive">inconclusive</span>' in html
-    assert "1/2 claims pass" in html and '<span class="num">-2.01</span>' in html
-    assert "--set N=2" in html  # no recorded command: rebuilt from the id, scale and sets
-
-
 # ---------------------------------------------------------------- attnlab report DIR...
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("runs")
-    fig1 = base / "fig1"
-    fig3 = base / "fig3"
-    v1 = reproduce(get("jiang2024-fig1"), "smoke", fig1, sets=SMALL, progress=False)
-    v3 = reproduce(get("jiang2024-fig3"), "smoke", fig3, progress=False)
-    return {"fig1": (fig1, v1), "fig3": (fig3, v3)}
+def runs(smoke):
+    """The shared smoke runs (read only: the tests copy them to change them)."""
+    return {name: (r.out, r.verdict) for name, r in (("fig1", smoke("jiang2024-fig1")), ("fig3", smoke("jiang2024-fig3")))}
 
 
 def copy_run(runs, name, dest):
@@ -161,7 +48,7 @@ def test_a_fresh_report_is_self_contained(runs):
     rows = re.findall(r'<tr class="(pass|fail|inconclusive)" data-claim="([^"]+)"', html)
     assert [(c["outcome"], c["id"]) for c in verdict["claims"]] == rows
     assert verdict["command"] in html and verdict["command"].startswith("attnlab reproduce jiang2024-fig1")
-    assert "--set N=2,4" in verdict["command"] and "finished_at" in verdict
+    assert "finished_at" in verdict
 
 
 def test_report_rebuilds_without_training_and_equals_the_fresh_run(runs, tmp_path):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import ExperimentSpec, expand, reproduce
+from attnlab.experiments.base import ExperimentSpec, expand
 from attnlab.experiments.wu2023 import D_REF, step
 from attnlab.experiments.wu2023 import dynamics as dyn
 from attnlab.sweep import grid
@@ -233,11 +233,11 @@ def test_cells_set_the_normalised_step_and_init_calibrates_on_the_same_gamma_run
 
 
 @pytest.mark.parametrize("exp", dyn.EXPERIMENTS, ids=lambda e: e.id)
-def test_smoke_reproduce(exp, tmp_path):
-    v = reproduce(exp, "smoke", tmp_path, progress=False)
-    on_disk = json.loads((tmp_path / "verdict.json").read_text())
+def test_smoke_run_has_the_experiments_claims(exp, smoke):
+    run = smoke(exp.id)  # the session's shared smoke run
+    v, on_disk = run.verdict, json.loads((run.out / "verdict.json").read_text())
     want = {"wu2023-init": {"lmin-lecun", "lmin-he", "lmin-ntk", "speed-gamma", "speed-ratio", "stability"}}.get(
         exp.id, {"linear", "stability", "drift-kernel", "drift-weight"})  # fmt: skip
     assert on_disk["experiment"] == exp.id and {c["id"] for c in on_disk["claims"]} == want
     assert all(c["outcome"] in ("pass", "fail", "inconclusive") for c in v["claims"])
-    assert (tmp_path / "results.parquet").exists() and list(tmp_path.glob("*.png"))
+    assert (run.out / "results.parquet").exists() and list(run.out.glob("*.png"))

@@ -72,3 +72,26 @@ def test_compile_cache_directory_and_off_switch(monkeypatch, tmp_path):
     assert compile_cache_dir() == a and a.startswith(str(tmp_path)) and a != str(tmp_path)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
     assert compile_cache_dir() not in (a, str(tmp_path))
+
+
+def test_compile_cache_threshold(monkeypatch):
+    """Programs faster to compile than ``$ATTNLAB_COMPILE_CACHE_MIN_SECONDS`` are not kept; a
+    value that is not a number is one clear error."""
+    import jax
+
+    from attnlab.errors import AttnlabError
+    from attnlab.train import enable_compile_cache
+
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    try:
+        monkeypatch.setenv("ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "2.5")
+        assert enable_compile_cache() is not None
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 2.5
+        monkeypatch.delenv("ATTNLAB_COMPILE_CACHE_MIN_SECONDS")
+        enable_compile_cache()
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.5
+        monkeypatch.setenv("ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "soon")
+        with pytest.raises(AttnlabError, match="ATTNLAB_COMPILE_CACHE_MIN_SECONDS: not a number: 'soon'"):
+            enable_compile_cache()
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
