@@ -29,6 +29,7 @@ if os.environ.get("ATTNLAB_TEST_XLA_OPT") != "1":
 # process (pytest, or xdist's controller) and inherited by its workers, CLI subprocesses and Ray
 # workers: a program compiled once is loaded by the others, and after each module's caches are
 # dropped. Every compile is kept (threshold 0 s): under the test flags most take < 0.5 s.
+# ATTNLAB_TEST_COMPILE_CACHE=off runs the session without it.
 _OWN_CACHE = "ATTNLAB_TEST_COMPILE_CACHE" not in os.environ
 if _OWN_CACHE:
     os.environ["ATTNLAB_TEST_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="attnlab-test-jax-")
@@ -37,10 +38,10 @@ os.environ["ATTNLAB_COMPILE_CACHE_MIN_SECONDS"] = "0"
 
 from attnlab.train import compile_cache_dir, enable_compile_cache  # noqa: E402  (JAX reads the flags at import)
 
-enable_compile_cache()
-# processes that run JAX without attnlab's CLI (Ray workers) find the cache through JAX's own variables
-os.environ["JAX_COMPILATION_CACHE_DIR"] = compile_cache_dir()
-os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+if enable_compile_cache():
+    # processes that run JAX without attnlab's CLI (Ray workers) find it through JAX's own variables
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = compile_cache_dir()
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
 
 def pytest_configure(config):
@@ -59,7 +60,7 @@ def pytest_sessionfinish(session):
     if hasattr(session.config, "workerinput"):  # an xdist worker reports to the controller
         session.config.workeroutput["peak_mappings"] = _PEAK["mappings"]
     elif _OWN_CACHE:
-        shutil.rmtree(os.environ["ATTNLAB_TEST_COMPILE_CACHE"], ignore_errors=True)
+        shutil.rmtree(os.environ["ATTNLAB_TEST_COMPILE_CACHE"], ignore_errors=True)  # a directory it made
 
 
 def pytest_testnodedown(node, error):
@@ -113,7 +114,32 @@ def jax_cache_env() -> dict:
     executables, so the numbers, are the same."""
     names = ("ATTNLAB_COMPILE_CACHE", "ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "JAX_COMPILATION_CACHE_DIR",
              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "XLA_FLAGS")  # fmt: skip
-    return {k: os.environ[k] for k in names}
+    return {k: os.environ[k] for k in names if k in os.environ}
+
+
+# ---------------------------------------------------------------- real data sets (make datasets)
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    from attnlab.data import images
+
+    return images.load_mnist()
+
+
+@pytest.fixture(scope="module")
+def fashion():
+    from attnlab.data import images
+
+    return images.load_fashion_mnist()
+
+
+@pytest.fixture(scope="module")
+def cifar(tmp_path_factory):
+    """A tiny CIFAR-10 (6 images per training batch, 8 test images) and its arrays."""
+    from fixtures.cifar import make_cifar10
+
+    return make_cifar10(tmp_path_factory.mktemp("cifar"), per_batch=6, n_test=8, seed=1)
 
 
 # ---------------------------------------------------------------- shared smoke runs

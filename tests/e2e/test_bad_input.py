@@ -2,8 +2,8 @@
 status 2, no traceback, and nothing on disk lost or written. Plus fuzzing of the --set and spec
 parsers: any input either parses or raises AttnlabError, never another exception.
 
-(More cases live beside their commands: tests/test_cli.py for reproduce's fields and TOML configs,
-tests/test_sweep_user.py for sweep specs, tests/test_report.py for report directories.)"""
+(More cases live beside their commands: tests/e2e/test_cli.py for reproduce's fields and TOML configs,
+tests/e2e/test_sweep_user.py for sweep specs, tests/e2e/test_report.py for report directories.)"""
 
 from pathlib import Path
 

@@ -176,7 +176,7 @@ def results(cells, out, budget):
 def test_float64_results_are_identical_across_reruns_and_chunk_sizes(tmp_path):
     """One padded size (N = 4) for every cell, so no chunking pads a cell differently; then a
     cell's numbers cannot depend on its batch, and bit for bit they do not. (Executors: the Ray
-    executor gives the local numbers bit for bit, tests/test_ray.py; and the kill -9 test above
+    executor gives the local numbers bit for bit, tests/e2e/test_ray.py; and the kill -9 test above
     compares a Ray run with a local one in float32.)"""
     cells = [small_cell(mu=m, lr=lr, rep=r) for m in (1.0, 10.0, 30.0) for lr in (0.1, 1.0) for r in range(2)]
     whole, by5 = budget_for(cells, 12), budget_for(cells, 5)

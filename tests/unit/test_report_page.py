@@ -7,25 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from attnlab import report
-from attnlab.cli import app
 from attnlab.experiments import get
 from attnlab.experiments.base import Analysis, Claim
 from attnlab.rules import Verdict
-
-SMALL = ["N=2,4", "mu=5", "reps=1", "lr=0.05"]  # two fig1 cells, as in test_cli.py
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def files_of(d):
-    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
-
 
 # ---------------------------------------------------------------- formatting
 

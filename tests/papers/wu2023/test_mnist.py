@@ -1,7 +1,7 @@
 """wu2023-vit-mnist: the cells it makes (MNIST patches into the wu2023 model, the width-normalised
 step), the sign errors of its derive step, and its claims on synthetic columns shaped like the
 theory (pass) and broken (fail); the figures draw from those columns. The end-to-end smoke run
-is in tests/test_cli.py."""
+is in tests/e2e/test_smoke.py."""
 
 import jax.numpy as jnp
 import numpy as np
