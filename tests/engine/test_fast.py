@@ -74,7 +74,7 @@ def test_compile_cache_directory_and_off_switch(monkeypatch, tmp_path):
     assert compile_cache_dir() not in (a, str(tmp_path))
 
 
-def test_compile_cache_threshold(monkeypatch):
+def test_compile_cache_threshold(monkeypatch, tmp_path):
     """Programs faster to compile than ``$ATTNLAB_COMPILE_CACHE_MIN_SECONDS`` are not kept; a
     value that is not a number is one clear error."""
     import jax
@@ -82,10 +82,11 @@ def test_compile_cache_threshold(monkeypatch):
     from attnlab.errors import AttnlabError
     from attnlab.train import enable_compile_cache
 
-    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    before = jax.config.jax_persistent_cache_min_compile_time_secs, jax.config.jax_compilation_cache_dir
+    monkeypatch.setenv("ATTNLAB_COMPILE_CACHE", str(tmp_path))
     try:
         monkeypatch.setenv("ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "2.5")
-        assert enable_compile_cache() is not None
+        assert enable_compile_cache().startswith(str(tmp_path))
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 2.5
         monkeypatch.delenv("ATTNLAB_COMPILE_CACHE_MIN_SECONDS")
         enable_compile_cache()
@@ -93,5 +94,6 @@ def test_compile_cache_threshold(monkeypatch):
         monkeypatch.setenv("ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "soon")
         with pytest.raises(AttnlabError, match="ATTNLAB_COMPILE_CACHE_MIN_SECONDS: not a number: 'soon'"):
             enable_compile_cache()
-    finally:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
+    finally:  # the session's settings again
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before[0])
+        jax.config.update("jax_compilation_cache_dir", before[1])
