@@ -36,9 +36,9 @@ ForceOption = Annotated[bool, typer.Option(help="resume a results directory writ
 
 @app.command("list")
 def list_() -> None:
-    """Print every experiment id and its title."""
+    """Print every experiment id, the regime of its claims and its title."""
     for exp_id, exp in registry().items():
-        out.print(f"{exp_id}\t{exp.title}", highlight=False, soft_wrap=True, markup=False)
+        out.print(f"{exp_id}\t{exp.regime}\t{exp.title}", highlight=False, soft_wrap=True, markup=False)
 
 
 @app.command("reproduce")
@@ -70,7 +70,8 @@ def reproduce_cmd(
     for col in ("claim", "measured", "expected", "verdict"):
         table.add_column(col, overflow="fold")
     for c in verdict["claims"]:
-        style = {"pass": "[green]PASS", "fail": "[red]FAIL"}.get(c["outcome"], "[yellow]INCONCLUSIVE")
+        style = {"pass": "[green]PASS", "fail": "[red]FAIL", "descriptive": "[blue]DESCRIPTIVE"}.get(
+            c["outcome"], "[yellow]INCONCLUSIVE")  # fmt: skip
         table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], style)
     out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)

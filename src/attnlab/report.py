@@ -26,7 +26,7 @@ from markupsafe import Markup, escape
 from attnlab.sweep.store import atomic_write_bytes
 
 DIGITS = 3  # significant digits shown; enough to compare with a pass rule, short enough to read
-OUTCOMES = ("pass", "fail", "inconclusive")
+OUTCOMES = ("pass", "fail", "inconclusive", "descriptive")  # descriptive: a measurement, not counted in "k/n pass"
 MISSING = "—"  # a value the analysis could not measure (stored as null)
 
 # ---------------------------------------------------------------- formatting
@@ -222,24 +222,27 @@ TEMPLATE = _env.from_string(
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
-<title>{{ exp.id }} ({{ verdict.scale }}): {{ n_pass }}/{{ claims|length }} claims pass</title>
+<title>{{ exp.id }} ({{ verdict.scale }}): {{ n_pass }}/{{ n_counted }} claims pass</title>
 <style>{{ css }}</style></head><body>
 <header>
 <h1>{{ exp.title }}</h1>
 <p class="sub"><span class="mono">{{ exp.id }}</span> <span class="badge scale">{{ verdict.scale }}</span>
-&nbsp;{{ tally(claims) }}{% if claims %} &middot; <b>{{ n_pass }}/{{ claims|length }} claims pass</b>{% endif %}</p>
+&nbsp;{{ tally(claims) }}{% if n_counted %} &middot; <b>{{ n_pass }}/{{ n_counted }} claims pass</b>{% endif %}
+{% if n_counted < claims|length %} &middot; {{ claims|length - n_counted }} descriptive (not counted){% endif %}</p>
 <nav>{% for anchor, label in sections %}<a href="#{{ anchor }}">{{ label }}</a>{% endfor %}</nav>
 </header>
 
 <h2 id="claims">Claims</h2>
 {% if claims %}
 <div class="wrap"><table id="claims-table" class="claims">
-<thead><tr><th>claim</th><th>statement</th><th>measured</th><th>pass rule</th><th>verdict</th></tr></thead>
+<thead><tr><th>claim</th><th>statement</th><th>measured</th><th>pass rule</th><th>regime</th><th>verdict</th></tr>
+</thead>
 <tbody>
 {% for c in claims %}
 <tr class="{{ c.outcome }}" data-claim="{{ c.id }}"><td class="claim-id">{{ c.id }}</td>
 <td>{{ c.statement }}{% if c.detail %}<div class="detail">{{ c.detail }}</div>{% endif %}</td>
-<td>{{ c.measured|value }}</td><td class="rule">{{ c.expected }}</td><td>{{ badge(c.outcome) }}</td></tr>
+<td>{{ c.measured|value }}</td><td class="rule">{{ c.expected }}</td><td>{{ c.regime }}</td>
+<td>{{ badge(c.outcome) }}</td></tr>
 {% endfor %}
 </tbody></table></div>
 {% else %}
@@ -326,7 +329,7 @@ INDEX = _env.from_string(
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
-<title>attnlab results: {{ n_pass }}/{{ n_claims }} claims pass</title>
+<title>attnlab results: {{ n_pass }}/{{ n_counted }} claims pass</title>
 <style>{{ css }}</style></head><body>
 <h1>attnlab results</h1>
 <p class="sub">{{ entries|length }} result directories &middot; {{ n_claims }} claims &middot;
@@ -343,17 +346,17 @@ INDEX = _env.from_string(
 
 <h2 id="claims">Every claim</h2>
 <div class="wrap"><table id="claims-table" class="claims">
-<thead><tr><th>experiment</th><th>scale</th><th>claim</th><th>measured</th><th>verdict</th></tr></thead>
+<thead><tr><th>experiment</th><th>scale</th><th>claim</th><th>measured</th><th>regime</th><th>verdict</th></tr></thead>
 <tbody>{% for e in entries %}{% for c in e.claims %}
 <tr class="{{ c.outcome }}" data-claim="{{ c.id }}">
 <td><a href="{{ e.href }}#claims" class="mono">{{ e.verdict.experiment }}</a>
 <div class="detail">{{ e.label }}</div></td>
 <td>{{ e.verdict.scale }}</td><td class="claim-id" title="{{ c.statement }}">{{ c.id }}</td>
-<td>{{ c.measured|value }}</td><td>{{ badge(c.outcome) }}</td></tr>
+<td>{{ c.measured|value }}</td><td>{{ c.regime }}</td><td>{{ badge(c.outcome) }}</td></tr>
 {% endfor %}{% if not e.claims %}
 <tr><td><a href="{{ e.href }}" class="mono">{{ e.verdict.experiment }}</a><div class="detail">{{ e.label }}</div></td>
 <td>{{ e.verdict.scale }}</td>
-<td class="empty" colspan="3">no claims</td></tr>
+<td class="empty" colspan="4">no claims</td></tr>
 {% endif %}{% endfor %}</tbody></table></div>
 <footer>Written by attnlab {{ generator }} on {{ written }}.</footer>
 </body></html>
@@ -372,7 +375,14 @@ def _outcome(c: dict) -> str:
 
 
 def _claims(verdict: dict) -> list[dict]:
-    return [dict(c, outcome=_outcome(c), detail=c.get("detail", "")) for c in verdict.get("claims", [])]
+    """The claims as shown (verdicts written before regimes existed show an empty one)."""
+    return [dict(c, outcome=_outcome(c), detail=c.get("detail", ""), regime=c.get("regime", ""))
+            for c in verdict.get("claims", [])]  # fmt: skip
+
+
+def counted(claims: Sequence[dict]) -> int:
+    """Claims with a verdict (descriptive measurements are listed apart, not counted)."""
+    return sum(c["outcome"] != "descriptive" for c in claims)
 
 
 def _spec_rows(spec) -> list[tuple[str, Any, bool, str]]:
@@ -439,6 +449,7 @@ def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], s
         verdict=verdict,
         claims=claims,
         n_pass=sum(c["outcome"] == "pass" for c in claims),
+        n_counted=counted(claims),
         tables=[{"title": t, "columns": list(c), "rows": [list(r) for r in rows]} for t, c, rows in tables],
         command=verdict.get("command") or command_line(exp.id, verdict["scale"], sets),
         provenance=[(_PROVENANCE_LABELS.get(k, k), v) for k, v in prov.items()],
@@ -474,6 +485,7 @@ def write_index(path: Path, reports: Sequence[tuple[Path, dict]]) -> Path:
         all_claims=all_claims,
         n_claims=len(all_claims),
         n_pass=sum(c["outcome"] == "pass" for c in all_claims),
+        n_counted=counted(all_claims),
         generator=attnlab_version(),
         written=utc_now(),
     )

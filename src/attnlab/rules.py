@@ -1,6 +1,8 @@
 """Pass rules: turn a measured statistic and its interval into a verdict.
 
-Every rule returns a :class:`Verdict` whose outcome is ``"pass"``, ``"fail"`` or ``"inconclusive"``.
+Every rule returns a :class:`Verdict` whose outcome is ``"pass"``, ``"fail"`` or ``"inconclusive"``;
+a claim whose rule its design cannot decide is reported as ``"descriptive"`` (a measurement with
+its interval, no verdict: never counted as passing or failing).
 A rule fails only when the data speak *against* the claim (e.g. the interval lies wholly outside the
 margin); when the data are merely too thin to decide, the verdict is inconclusive. The ``rule``
 string states the rule with its thresholds so a report can print it verbatim.
@@ -15,7 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+PASS, FAIL, INCONCLUSIVE, DESCRIPTIVE = "pass", "fail", "inconclusive", "descriptive"
+# where a verdict holds: the paper's stated protocol, a regime satisfying the theorem's
+# hypotheses, or an investigation outside them chosen to make a phenomenon measurable
+REGIMES = ("protocol", "theorem", "investigation")
 
 
 def _num(x):

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from attnlab.cli import app
 from attnlab.experiments import get, registry
+from attnlab.rules import REGIMES
 
 PAPERS = ("jiang2024", "li2023", "wu2023")
 RESUMED = {"jiang2024": "jiang2024-fig1", "li2023": "li2023-fig1", "wu2023": "wu2023-fig1"}  # li2023-fig1 is staged
@@ -85,8 +86,9 @@ class Contract:
         assert v["claims"]
         for c in v["claims"]:
             assert {"id", "statement", "measured", "expected", "outcome", "pass"} <= set(c)
-            assert c["outcome"] in {"pass", "fail", "inconclusive"}
-            assert c["pass"] is (c["outcome"] == "pass")
+            assert c["outcome"] in {"pass", "fail", "inconclusive", "descriptive"}
+            assert c["pass"] is (None if c["outcome"] == "descriptive" else c["outcome"] == "pass")
+            assert c["regime"] in REGIMES
         table = pq.read_table(out / "results.parquet")
         assert set(table.column("status").to_pylist()) <= {"converged", "cap", "diverged"}
         check_results_table(exp, table, v)

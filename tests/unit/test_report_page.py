@@ -111,3 +111,48 @@ def test_claims_are_escaped_and_badged(tmp_path):
     assert '<span class="badge inconclusive">inconclusive</span>' in html
     assert "1/2 claims pass" in html and '<span class="num">-2.01</span>' in html
     assert "--set N=2" in html  # no recorded command: rebuilt from the id, scale and sets
+
+
+def test_descriptive_claims_are_listed_apart_and_not_counted(tmp_path):
+    """A descriptive measurement has no verdict: ``pass`` is None in verdict.json, and the page
+    and the index count only the claims with a verdict; every claim shows its regime."""
+    exp, spec = get("jiang2024-fig1"), get("jiang2024-fig1").spec("smoke")
+    claims = [Claim.of("c1", "s1", Verdict("pass", {"x": 1.0}, "r1"), regime="protocol"),
+              Claim.of("c2", "s2", Verdict("fail", {"x": 2.0}, "r2"), regime="theorem"),
+              Claim.of("c3", "s3", Verdict("descriptive", {"x": 3.0}, "measured only"), regime="investigation")]
+    js = [c.to_json() for c in claims]
+    assert [c["pass"] for c in js] == [True, False, None]
+    assert [c["regime"] for c in js] == ["protocol", "theorem", "investigation"]
+    verdict = {"experiment": exp.id, "scale": "cpu", "cells": 1, "runtime_s": 0.1, "claims": js}
+    html = report.write(tmp_path / "r.html", exp, spec, verdict, Analysis(claims=claims), [], []).read_text()
+    assert "1/2 claims pass" in html and "1 descriptive (not counted)" in html
+    assert '<span class="badge descriptive">descriptive</span>' in html
+    assert all(f"<td>{r}</td>" in html for r in ("protocol", "theorem", "investigation"))
+    index = report.write_index(tmp_path / "index.html", [(tmp_path / "r.html", verdict)]).read_text()
+    assert "1/2 claims pass" in index and "<td>theorem</td>" in index
+
+
+def test_every_claim_of_a_run_gets_a_regime(tmp_path):
+    """A claim without its own regime takes the experiment's; an unknown regime is an error."""
+    from attnlab.experiments.base import finish
+
+    exp = get("jiang2024-fig1")
+
+    class Exp(type(exp)):
+        def analyse(self, cols, spec):
+            return Analysis(claims=[Claim.of("a", "s", Verdict("pass", {}, "r")),
+                                    Claim.of("b", "s", Verdict("pass", {}, "r"), regime="theorem")])  # fmt: skip
+
+        def figures(self, cols, spec, analysis, out):
+            return []
+
+    verdict = {"experiment": exp.id, "scale": "smoke", "cells": 0, "runtime_s": 0.0, "claims": []}
+    v = finish(Exp(), exp.spec("smoke"), tmp_path, {}, verdict)
+    assert [c["regime"] for c in v["claims"]] == [exp.regime, "theorem"] and exp.regime == "protocol"
+
+    class Bad(Exp):
+        def analyse(self, cols, spec):
+            return Analysis(claims=[Claim.of("a", "s", Verdict("pass", {}, "r"), regime="folklore")])
+
+    with pytest.raises(ValueError, match="regime 'folklore'"):
+        finish(Bad(), exp.spec("smoke"), tmp_path / "bad", {}, verdict)

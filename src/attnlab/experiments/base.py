@@ -36,6 +36,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError
 
 from attnlab import problem as P
+from attnlab import rules
 from attnlab.errors import AttnlabError
 from attnlab.rules import Verdict
 
@@ -44,8 +45,10 @@ SCALES = ("smoke", "cpu", "paper")
 
 @dataclass
 class Claim:
-    """A claim written before the run, and its measured verdict: ``outcome`` is pass, fail or
-    inconclusive (e.g. no boundary inside the grid); it passes only on a measured value."""
+    """A claim written before the run, and its measured verdict: ``outcome`` is pass, fail,
+    inconclusive (e.g. no boundary inside the grid) or descriptive (a measurement its design
+    cannot decide: ``pass`` is None); it passes only on a measured value. ``regime`` says where
+    the verdict holds (:data:`attnlab.rules.REGIMES`; empty: the experiment's own)."""
 
     id: str
     statement: str
@@ -53,14 +56,15 @@ class Claim:
     expected: str
     outcome: str
     detail: str = ""
+    regime: str = ""
 
     @classmethod
-    def of(cls, id: str, statement: str, v: Verdict, detail: str = "") -> Claim:
-        return cls(id, statement, v.measured, v.rule, v.outcome, detail or v.detail)
+    def of(cls, id: str, statement: str, v: Verdict, detail: str = "", regime: str = "") -> Claim:
+        return cls(id, statement, v.measured, v.rule, v.outcome, detail or v.detail, regime)
 
     @property
-    def passed(self) -> bool:
-        return self.outcome == "pass"
+    def passed(self) -> bool | None:
+        return None if self.outcome == rules.DESCRIPTIVE else self.outcome == rules.PASS
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -98,6 +102,7 @@ class Experiment:
     scales: dict[str, dict[str, Any]]
     assumptions: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()  # the experiment's own key-only cell labels (e.g. regime)
+    regime: str = "investigation"  # of its claims, unless a claim names its own (rules.REGIMES)
 
     def cells(self, spec, run: Callable[[list[dict]], dict[str, np.ndarray]] | None = None) -> list[dict]:
         """The grid × seed blocks × reps (override to add variants, tags or stages). Every cell
@@ -544,6 +549,10 @@ def finish(exp: Experiment, spec, out: Path, cols: dict[str, np.ndarray], verdic
     from attnlab.sweep.store import atomic_write_bytes
 
     analysis = exp.analyse(cols, spec)
+    for c in analysis.claims:
+        c.regime = c.regime or exp.regime
+        if c.regime not in rules.REGIMES:
+            raise ValueError(f"{exp.id}: claim {c.id!r} has regime {c.regime!r}, not one of {rules.REGIMES}")
     figures = exp.figures(cols, spec, analysis, out)
     verdict = dict(verdict, claims=[c.to_json() for c in analysis.claims])
     if started is not None:

@@ -75,6 +75,7 @@ SMOKE = dict(
 
 class Fig1(Experiment):
     id = "jiang2024-fig1"
+    regime = "protocol"  # the paper's stated protocol (reduced grids below paper scale)
     title = "Jiang et al. 2024, Fig. 1: benign vs harmful overfitting over (SNR, N)"
     description = __doc__
     Spec = Spec

@@ -118,6 +118,7 @@ def layout(s: dict) -> dict[str, int]:
 
 class Fig2(Experiment):
     id = "jiang2024-fig2"
+    regime = "protocol"  # the paper's stated protocol (reduced grids below paper scale)
     title = "Jiang et al. 2024, Fig. 2: benign vs harmful overfitting on MNIST in a noise border, over (SNR, N)"
     description = __doc__
     Spec = Spec

@@ -94,6 +94,7 @@ SMOKE = dict(data={"d": 32, "n_test": 20}, model={"d_h": 16, "d_v": 8}, mu_benig
 
 class Fig3(Experiment):
     id = "jiang2024-fig3"
+    regime = "protocol"  # the paper's stated protocol (reduced grids below paper scale)
     title = "Jiang et al. 2024, Fig. 3: three-stage training dynamics, harmful vs benign"
     description = __doc__
     Spec = Spec

@@ -143,6 +143,7 @@ def trend_verdict(groups: dict[str, dict], tol: float) -> rules.Verdict:
 
 class DataGram(Experiment):
     id = "wu2023-data-gram"
+    regime = "protocol"  # the paper's stated protocol (reduced grids below paper scale)
     title = "Wu et al. 2023: the data assumption — λ_min of the data Gram matrices of MNIST patches vs N and d"
     description = __doc__
     Spec = Spec

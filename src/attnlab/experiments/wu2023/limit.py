@@ -181,6 +181,7 @@ def pitfall_verdict(tv_unit: dict, gap_d: tuple[float, float, float], gap_unit, 
 
 class Limit(Experiment):
     id = "wu2023-ntk-limit"
+    regime = "theorem"  # the widths approach the infinite-width limit the theorem states
     title = "Wu et al. 2023: the τ₀ = d_m^−1 NTK limit, logit scale and the unit-norm pitfall"
     description = __doc__
     Spec = Spec
