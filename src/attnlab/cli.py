@@ -1,5 +1,5 @@
 """Command line: ``attnlab list``, ``attnlab reproduce ID [--scale] [--out] [--set]``, ``attnlab report DIR...``,
-``attnlab sweep SPEC.toml``, ``attnlab query DIR SQL``, ``attnlab bench``."""
+``attnlab sweep SPEC.toml``, ``attnlab query DIR SQL``, ``attnlab audit ID``, ``attnlab bench``."""
 
 from __future__ import annotations
 
@@ -75,6 +75,59 @@ def reproduce_cmd(
         table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], style)
     out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command("audit")
+def audit_cmd(
+    exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`)")],
+    scale: Annotated[str, typer.Option(help=f"the design audited: one of {', '.join(SCALES)}")] = "cpu",
+    sims: Annotated[int, typer.Option(help="simulated data sets per hypothesis")] = 200,
+    seed: Annotated[int, typer.Option(help="seed of the simulations")] = 0,
+    from_dir: Annotated[
+        Path | None, typer.Option("--from", help="a results directory: its spec is the design, its noise levels plugged in")
+    ] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="where audit.json goes (default: --from, else "
+                                                               "results/ID-SCALE-audit)")] = None,  # fmt: skip
+    quiet: QuietOption = False,
+) -> None:
+    """Power and false-pass rate of every claim's rule under the experiment's own design, on
+    simulated data under each claim's H1 and H0 (nothing is trained); writes audit.json."""
+    from attnlab import audit
+    from attnlab.experiments.base import load_results, table_columns
+
+    try:
+        if sims < 1:
+            raise AttnlabError(f"--sims: must be at least 1, got {sims}")
+        stored = None
+        if from_dir is not None:
+            import pyarrow.parquet as pq
+
+            found = load_results(from_dir)
+            if found.exp.id != exp_id:
+                raise AttnlabError(f"--from {from_dir}: holds {found.exp.id}, not {exp_id}")
+            exp, spec, scale = found.exp, found.spec, found.verdict["scale"]
+            stored = table_columns(pq.read_table(found.out / "results.parquet"))
+        else:
+            exp = get(exp_id)
+            spec = exp.spec(scale)
+        target = out_dir or from_dir or Path("results") / f"{exp_id}-{scale}-audit"
+        if target.exists() and not target.is_dir():
+            raise AttnlabError(f"--out {target}: exists and is not a directory")
+        say = None if quiet else (lambda m: err.print(m, highlight=False, markup=False))
+        result = audit.audit(exp, spec, scale, sims=sims, seed=seed, stored=stored, progress=say)
+        path = audit.write(target / "audit.json", result)
+    except AttnlabError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(2) from None
+    table = Table(title=f"{exp_id} ({scale}): audit of {len(result['claims'])} rules, {sims} simulations each")
+    for col in ("claim", "regime", "power", "false pass", "false fail", "flag"):
+        table.add_column(col, overflow="fold")
+    pct = lambda r: f"{r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
+    for c in result["claims"]:
+        flag = f"[red]FLAGGED[/red] {c['reason']}" if c["flagged"] else "[green]ok"
+        table.add_row(c["id"], c["regime"], pct(c["power"]), pct(c["false_pass"]), pct(c["false_fail"]), flag)
+    out.print(table)
+    out.print(f"audit: {path.resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
 @app.command("report")

@@ -191,10 +191,12 @@ ul.kv .k { color: var(--muted); }
 .badge.pass { background: #dafbe1; color: #116329; border-color: #aceebb; }
 .badge.fail { background: #ffebe9; color: #a40e26; border-color: #ffcecb; }
 .badge.inconclusive { background: #fff8c5; color: #7d4e00; border-color: #f5e0a0; }
+.badge.descriptive { background: #ddf4ff; color: #0a3069; border-color: #b6e3ff; }
 .badge.scale { background: var(--head); color: var(--muted); border-color: var(--line); }
 tr.fail td.claim-id { box-shadow: inset 3px 0 0 #cf222e; }
 tr.pass td.claim-id { box-shadow: inset 3px 0 0 #1a7f37; }
 tr.inconclusive td.claim-id { box-shadow: inset 3px 0 0 #bf8700; }
+tr.descriptive td.claim-id { box-shadow: inset 3px 0 0 #0969da; }
 .tally .badge { margin-right: .4rem; }
 figure { margin: 1rem 0 1.5rem; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line);
          border-radius: 4px; background: #fff; }

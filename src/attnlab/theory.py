@@ -107,6 +107,54 @@ def bootstrap(stat, n: int, n_boot: int, seed: int = 0) -> tuple[float, float, f
     return value, lo, hi
 
 
+def _irls_batch(Z: np.ndarray, s: np.ndarray, W: np.ndarray, ridge: float, iters: int) -> np.ndarray:
+    """:func:`_irls` for a batch of row weightings W (B, n) of the same rows: row i counted W[b, i]
+    times (a bootstrap resample), each replicate stepping until its own convergence. Returns β̂ (B, k)."""
+    B, k = W.shape[0], Z.shape[1]
+    beta, P, active = np.zeros((B, k)), _penalty(k, ridge), np.ones(B, bool)
+    eye = 1e-12 * np.eye(k)
+    for _ in range(iters):
+        a = np.flatnonzero(active)
+        if not len(a):
+            break
+        b, w = beta[a], W[a]
+        p = 1.0 / (1.0 + np.exp(-np.clip(b @ Z.T, -50, 50)))
+        H = np.matmul(((w * p * (1 - p))[:, :, None] * Z).transpose(0, 2, 1), Z) + P
+        g = (w * (s - p)) @ Z - b @ P
+        step = np.linalg.solve(H + eye, g[..., None])[..., 0]
+        beta[a] = b + step
+        done = np.max(np.abs(step), axis=1) < 1e-10 * (1 + np.max(np.abs(beta[a]), axis=1))
+        active[a[done]] = False
+    return beta
+
+
+def bootstrap_fit(Z: np.ndarray, s: np.ndarray, value: Callable[[np.ndarray], np.ndarray], n_boot: int,
+                  seed: int = 0, ridge: float = 1e-4, iters: int = 100) -> tuple[float, float, float]:  # fmt: skip
+    """:func:`bootstrap` of stat(idx) = value(β̂ of :func:`logistic_fit` on Z[idx], s[idx]), with
+    every resample fitted at once (batched IRLS on resample counts): the same resamples, drawn from
+    the same generator calls, and the same fits up to rounding. ``value`` maps β (B, k) -> (B,)."""
+    Z, s = np.asarray(Z, float), np.asarray(s, float)
+    n = len(s)
+    rng = np.random.default_rng(seed)
+    point = float(value(logistic_fit(Z, s, ridge, iters)[0][None])[0])
+    if n_boot == 0:
+        return point, np.nan, np.nan
+    idx = np.stack([rng.integers(0, n, n) for _ in range(n_boot)])
+    W = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n).reshape(n_boot, n)
+    boots = value(_irls_batch(Z, s, W.astype(float), ridge, iters))
+    boots = boots[np.isfinite(boots)]
+    if len(boots) < max(10, n_boot // 2):
+        return point, np.nan, np.nan
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return point, lo, hi
+
+
+def _ratio(num: np.ndarray, den: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """scale·num/den where |den| > 1e-12, else NaN (a boundary parallel to an axis)."""
+    ok = np.abs(den) > 1e-12
+    return np.where(ok, scale * num / np.where(ok, den, 1.0), np.nan)
+
+
 def block_estimates(stat: Callable[[np.ndarray], float], block_ids: np.ndarray) -> np.ndarray:
     """stat(indices of block b) for each distinct block id (e.g. a seed block), in sorted id order.
 
@@ -119,12 +167,7 @@ def boundary_slope(x: np.ndarray, y: np.ndarray, success: np.ndarray, n_boot: in
     """Slope dy/dx of the fitted boundary β₀ + β_x x + β_y y = 0, i.e. −β_x / β_y
     (for x = log SNR, y = log N the theory says −2)."""
     Z = np.column_stack([np.ones_like(x), x, y])
-
-    def stat(idx):
-        b, _ = logistic_fit(Z[idx], success[idx])
-        return -b[1] / b[2] if abs(b[2]) > 1e-12 else np.nan
-
-    return Estimate(*bootstrap(stat, len(x), n_boot, seed), n_boot=n_boot)
+    return Estimate(*bootstrap_fit(Z, success, lambda b: _ratio(b[:, 1], b[:, 2], -1.0), n_boot, seed), n_boot=n_boot)
 
 
 def boundary_constant(u: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0) -> Estimate:
@@ -132,11 +175,11 @@ def boundary_constant(u: np.ndarray, success: np.ndarray, n_boot: int = 500, see
     σ(β₀ + β₁ u) and return C = exp(−β₀/β₁) with its interval."""
     Z = np.column_stack([np.ones_like(u), u])
 
-    def stat(idx):
-        b, _ = logistic_fit(Z[idx], success[idx])
-        return np.exp(-b[0] / b[1]) if b[1] > 1e-12 else np.nan
+    def C(b):
+        ok = b[:, 1] > 1e-12
+        return np.where(ok, np.exp(np.where(ok, -b[:, 0] / np.where(ok, b[:, 1], 1.0), 0.0)), np.nan)
 
-    return Estimate(*bootstrap(stat, len(u), n_boot, seed), n_boot=n_boot)
+    return Estimate(*bootstrap_fit(Z, success, C, n_boot, seed), n_boot=n_boot)
 
 
 def fixed_form_loglik(u: np.ndarray, success: np.ndarray) -> float:
@@ -177,12 +220,7 @@ def free_exponent(
     makes both fits slightly penalised, and on separable data the LR is not meaningful."""
     logN, logS, success = (np.asarray(a, float) for a in (logN, logS, success))
     Z = np.column_stack([np.ones_like(logN), logN, logS])
-
-    def stat(idx):
-        b, _ = logistic_fit(Z[idx], success[idx])
-        return b[2] / b[1] if abs(b[1]) > 1e-12 else np.nan
-
-    est = Estimate(*bootstrap(stat, len(logN), n_boot, seed), n_boot=n_boot)
+    est = Estimate(*bootstrap_fit(Z, success, lambda b: _ratio(b[:, 2], b[:, 1]), n_boot, seed), n_boot=n_boot)
     ll_free = logistic_fit(Z, success)[1]
     lr, pv = {}, {}
     for q in restricted:
@@ -218,11 +256,8 @@ def boundary_curvature(
         b, _ = logistic_fit(Z[:, :3], success)
         span = (logN.max() - logN.min()) * abs(b[2] / b[1]) if abs(b[1]) > 1e-12 else np.nan
 
-    def stat(idx):
-        b, _ = logistic_fit(Z[idx], success[idx])
-        return -2 * b[3] * span / b[2] if abs(b[2]) > 1e-12 else np.nan
-
-    return Estimate(*bootstrap(stat, len(x), n_boot, seed), n_boot=n_boot)
+    change = lambda b: _ratio(b[:, 3], b[:, 2], -2 * span)
+    return Estimate(*bootstrap_fit(Z, success, change, n_boot, seed), n_boot=n_boot)
 
 
 def first_crossing(t: np.ndarray, x: np.ndarray, frac: float = 0.5) -> float:

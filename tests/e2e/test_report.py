@@ -45,7 +45,7 @@ def test_a_fresh_report_is_self_contained(runs):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # no external resource
     assert "@import" not in html and "<script" not in html and "url(" not in html
     assert html.count('<img src="data:image/png;base64,') == len(list(out.glob("*.png"))) >= 1
-    rows = re.findall(r'<tr class="(pass|fail|inconclusive)" data-claim="([^"]+)"', html)
+    rows = re.findall(r'<tr class="(pass|fail|inconclusive|descriptive)" data-claim="([^"]+)"', html)
     assert [(c["outcome"], c["id"]) for c in verdict["claims"]] == rows
     assert verdict["command"] in html and verdict["command"].startswith("attnlab reproduce jiang2024-fig1")
     assert "finished_at" in verdict
@@ -85,7 +85,7 @@ def test_report_of_several_dirs_writes_an_index_of_every_claim(runs, tmp_path):
     index = tmp_path / "all" / "index.html"  # default: the common parent
     assert f"index: {index.resolve()}" in r.output.replace("\n", "")
     html = index.read_text()
-    rows = re.findall(r'<tr class="(pass|fail|inconclusive)" data-claim="([^"]+)">', html)
+    rows = re.findall(r'<tr class="(pass|fail|inconclusive|descriptive)" data-claim="([^"]+)">', html)
     assert rows == [(c["outcome"], c["id"]) for c in va["claims"] + vb["claims"]]
     for c in va["claims"] + vb["claims"]:
         assert str(report.fmt_value(c["measured"])) in html

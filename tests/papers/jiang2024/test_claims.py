@@ -51,7 +51,7 @@ SHARP = dict(mu=np.geomspace(11, 36, 40), noise=0.02)
 
 
 def test_fig1_claims_pass_on_a_theory_shaped_grid():
-    v = verdicts(get("jiang2024-fig1"), fig1_columns(2, 1000, **SHARP), "cpu", n_boot=100)
+    v = verdicts(get("jiang2024-fig1"), fig1_columns(2, 1000, **SHARP), "cpu", n_boot=100, curvature_min_runs=0)
     assert outcomes(v) == dict.fromkeys(("slope", "curvature", "form", "benign", "harmful"), "pass"), {
         k: (c.outcome, c.measured, c.detail) for k, c in v.items()
     }
@@ -61,8 +61,19 @@ def test_fig1_claims_pass_on_a_theory_shaped_grid():
 
 
 def test_fig1_curvature_fails_on_a_bent_boundary():
-    v = verdicts(get("jiang2024-fig1"), fig1_columns(2, 1000, curve=1.0, **SHARP), "cpu", n_boot=100)
+    v = verdicts(get("jiang2024-fig1"), fig1_columns(2, 1000, curve=1.0, **SHARP), "cpu", n_boot=100,
+                 curvature_min_runs=0)  # fmt: skip
     assert v["curvature"].outcome == "fail", (v["curvature"].measured, v["curvature"].detail)
+
+
+def test_fig1_curvature_is_descriptive_below_its_powered_design():
+    """Below ``curvature_min_runs`` the curvature is measured, not judged (the audit gives the
+    rule no power there): outcome descriptive, ``pass`` null, the interval still reported."""
+    cols = fig1_columns(2, 1000, curve=1.0, **SHARP)
+    v = verdicts(get("jiang2024-fig1"), cols, "cpu", n_boot=100, curvature_min_runs=len(cols["data.N"]) + 1)
+    c = v["curvature"]
+    assert c.outcome == "descriptive" and c.to_json()["pass"] is None and "descriptive below" in c.detail
+    assert len(c.measured["ci95"]) == 2
 
 
 def test_fig1_claims_fail_on_a_wrong_form():
@@ -110,7 +121,7 @@ def test_fig1_harmful_claim_fails_when_low_snr_cells_do_not_fit_the_training_set
 def test_fig1_without_a_boundary_is_inconclusive():
     cols = fig1_columns(2, 1000)
     cols["test_loss"] = np.full(len(cols["test_loss"]), 0.05)  # every run succeeds
-    v = verdicts(get("jiang2024-fig1"), cols, "cpu", n_boot=50)
+    v = verdicts(get("jiang2024-fig1"), cols, "cpu", n_boot=50, curvature_min_runs=0)
     assert {v[k].outcome for k in ("slope", "curvature", "form")} == {"inconclusive"}
 
 

@@ -45,6 +45,11 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec
 from attnlab.experiments.jiang2024 import phase
+from attnlab.experiments.jiang2024.audit import phase_design
+
+
+def snr_of(cols):
+    return common.data.snr(cols["data.mu"], cols["data.sigma_p"], cols["data.d"])
 
 
 class Spec(ExperimentSpec):
@@ -53,6 +58,8 @@ class Spec(ExperimentSpec):
     n_boot: int = Field(500, ge=20, description="bootstrap resamples for intervals")
     slope_margin: tuple[float, float] = Field((-2.5, -1.5), description="equivalence margin of the slope")
     curvature_margin: tuple[float, float] = Field((-0.5, 0.5), description="margin of the slope change across SNR")
+    curvature_min_runs: int = Field(5000, ge=0, description="fewer runs: curvature is descriptive (underpowered, "
+                                    "see `attnlab audit`)")
     C_claim_d: PositiveInt = Field(1024, description="the d at which the paper's C is claimed")
     C_margin: tuple[PositiveFloat, PositiveFloat] = Field((500.0, 2000.0), description="equivalence margin of C")
     region_factor: float = Field(4.0, gt=1, description="benign: N·SNR² ≥ f·Ĉ; harmful: N·SNR² ≤ Ĉ/f")
@@ -86,11 +93,13 @@ class Fig1(Experiment):
         "Success of a run = test loss < 0.2 at the stopping step; boundaries are logistic fits in (log SNR, log N).",
     ) + common.ASSUMPTIONS
 
+    audit = phase_design(snr_of, C_paper=Spec.model_fields["C_paper"].default)
+
     def defaults(self):
         return common.DEFAULTS
 
     def analyse(self, cols, spec: Spec) -> Analysis:
-        snr = common.data.snr(cols["data.mu"], cols["data.sigma_p"], cols["data.d"])
+        snr = snr_of(cols)
         d = int(cols["data.d"][0])
         return phase.analyse_phase(
             cols["data.N"], snr, cols["test_loss"], cols["status"], cols["block"], cols["rep"], spec,
@@ -99,7 +108,7 @@ class Fig1(Experiment):
         )
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
-        snr = common.data.snr(cols["data.mu"], cols["data.sigma_p"], cols["data.d"])
+        snr = snr_of(cols)
         c = {
             k: cols[k][0] for k in ("data.d", "data.M", "model.d_h", "model.d_v", "data.sigma_p", "data.sigma_tilde_p")
         }

@@ -65,6 +65,8 @@ class Spec(ExperimentSpec):
     n_boot: int = Field(500, ge=20, description="bootstrap resamples for intervals")
     slope_margin: tuple[float, float] = Field((-2.5, -1.5), description="equivalence margin of the slope")
     curvature_margin: tuple[float, float] = Field((-0.5, 0.5), description="margin of the slope change across SNR")
+    curvature_min_runs: int = Field(5000, ge=0, description="fewer runs: curvature is descriptive (underpowered, "
+                                    "see `attnlab audit`)")
     region_factor: float = Field(4.0, gt=1, description="benign: N·SNR² ≥ f·Ĉ; harmful: N·SNR² ≤ Ĉ/f")
     min_share: float = Field(0.9, gt=0, le=1, description="share of held-out region cells that must behave")
 

@@ -14,7 +14,11 @@ interval (K − 1 df) over the per-block estimates; otherwise the bootstrap over
   slope      the interval of the boundary slope in (log SNR, log N) lies inside ``slope_margin``
              (the theory says −2); fail if it lies outside
   curvature  the change of the boundary's local slope across the SNR span the boundary crosses
-             inside the grid's N range lies inside ``curvature_margin``
+             inside the grid's N range lies inside ``curvature_margin``; descriptive (measured, not
+             judged) below ``curvature_min_runs`` runs: ``attnlab audit jiang2024-fig1`` gives the
+             rule power 0 at the cpu design (800 runs: the interval's half-width ≈ 0.75 exceeds the
+             ±0.5 margin even for a straight boundary); a half-width ≤ 0.30, which gives power 0.8,
+             needs ≈ 800·(0.75/0.30)² ≈ 5000 runs (the paper's grid has 10⁴)
   form       the free exponent p of N·SNR^p = C: its interval lies above 1.5 (closer to 2 than
              to 1); fail if below
   C          (only where the caller judges it) Ĉ of the mean quantity, slope fixed at −2, lies
@@ -112,10 +116,15 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
         "slope", "the test-loss boundary has slope −2 in log N vs log SNR (N ∝ SNR⁻²)",
         rules.equivalence(v, lo, hi, spec.slope_margin, "slope"), src if mixed else none))  # fmt: skip
     v, lo, hi, src = blocks_interval(curv, curv_b)
+    curvature = rules.equivalence(v, lo, hi, spec.curvature_margin, "slope change across the boundary's SNR span")
+    src = src if mixed and len(np.unique(logS)) >= 3 else none if not mixed else "needs ≥ 3 SNR values"
+    if len(N) < spec.curvature_min_runs:  # decided by the design, before the run: see the docstring
+        curvature = rules.Verdict(rules.DESCRIPTIVE, curvature.measured, curvature.rule)
+        src = (f"descriptive below {spec.curvature_min_runs} runs (this run: {len(N)}): the audit gives the rule no "
+               f"power there; {src}")  # fmt: skip
     claims.append(Claim.of(
         "curvature", "the boundary is a straight line in (log SNR, log N): its slope does not drift across SNR",
-        rules.equivalence(v, lo, hi, spec.curvature_margin, "slope change across the boundary's SNR span"),
-        src if mixed and len(np.unique(logS)) >= 3 else none if not mixed else "needs ≥ 3 SNR values"))  # fmt: skip
+        curvature, src))  # fmt: skip
     if expo is not None:
         v, lo, hi, src = blocks_interval(expo.p, expo_b)
         outcome = rules.PASS if lo > 1.5 else rules.FAIL if hi < 1.5 else rules.INCONCLUSIVE

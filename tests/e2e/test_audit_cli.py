@@ -1,0 +1,54 @@
+"""``attnlab audit``: audit.json from the experiment's design or from a stored run (its spec and
+its noise levels plugged in), and one clear error for bad input."""
+
+import json
+import shutil
+
+from typer.testing import CliRunner
+
+from attnlab.cli import app
+
+runner = CliRunner()
+FIELDS = {"id", "regime", "h1", "h1_source", "h0", "h0_source", "power", "false_pass", "false_fail",
+          "inconclusive_h1", "inconclusive_h0", "flagged", "descriptive", "reason"}  # fmt: skip
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_audit_writes_audit_json(tmp_path):
+    r = invoke("audit", "jiang2024-fig1", "--scale", "smoke", "--sims", 3, "--out", tmp_path / "a", "--quiet")
+    assert r.exit_code == 0, r.output
+    a = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert {"experiment", "scale", "sims", "seed", "noise", "noise_source", "claims"} <= set(a)
+    assert a["experiment"] == "jiang2024-fig1" and a["scale"] == "smoke" and a["sims"] == 3
+    assert [c["id"] for c in a["claims"]] == ["slope", "form", "curvature", "benign", "harmful"]
+    for c in a["claims"]:
+        assert FIELDS <= set(c) and c["regime"] == "protocol" and c["power"]["n"] == 3
+    assert "audit: " in r.output
+
+
+def test_audit_from_a_stored_run_plugs_in_its_noise(smoke, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(smoke("jiang2024-fig1").out, run)
+    r = invoke("audit", "jiang2024-fig1", "--from", run, "--sims", 2, "--quiet")
+    assert r.exit_code == 0, r.output
+    a = json.loads((run / "audit.json").read_text())  # beside the run it audits
+    assert a["noise_source"].startswith("plug-in") and a["scale"] == "smoke" and a["noise"]["steepness"] > 0
+
+
+def test_audit_bad_input_is_one_clear_error(tmp_path, smoke):
+    cases = [
+        (["li2023-fig1"], "li2023-fig1: no audit design declared yet"),
+        (["nope"], "experiment: unknown id 'nope'"),
+        (["jiang2024-fig1", "--sims", 0], "--sims: must be at least 1"),
+        (["jiang2024-fig1", "--scale", "huge"], "--scale: unknown 'huge'"),
+        (["jiang2024-fig3", "--from", smoke("jiang2024-fig1").out], "holds jiang2024-fig1, not jiang2024-fig3"),
+        (["jiang2024-fig1", "--from", tmp_path], "not a results directory"),
+    ]
+    for args, needle in cases:
+        r = invoke("audit", *args, "--out", tmp_path / "out", "--quiet")
+        assert r.exit_code == 2, (args, r.output)
+        assert r.output.startswith("error: ") and needle in r.output and "Traceback" not in r.output, r.output
+        assert not (tmp_path / "out").exists()

@@ -1,0 +1,118 @@
+"""The claims audit on rules whose answer is known: a rule that cannot fail is flagged, a sound
+rule is not, a rule judged at the wrong point of its design is flagged; Clopper–Pearson bounds;
+and the jiang2024 phase simulator draws exactly the experiment's design."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from attnlab import audit, rules
+from attnlab.audit import ClaimAudit, Design, Hypothesis
+from attnlab.errors import AttnlabError
+from attnlab.experiments import get
+from attnlab.experiments.base import Analysis, Claim
+
+
+class Toy:
+    """An experiment of ``reps`` repeats whose one claim judges the column ``x`` with ``rule``."""
+
+    id, regime = "toy", "investigation"
+
+    def __init__(self, rule, simulate, h1, h0, reps=12):
+        self.rule, self.reps = rule, reps
+        self.audit = Design(simulate=simulate, claims=(ClaimAudit("c", h1, h0),), noise={"sd": 1.0},
+                            noise_source="declared")  # fmt: skip
+
+    def cells(self, spec):
+        return [{"rep": r} for r in range(self.reps)]
+
+    def analyse(self, cols, spec):
+        return Analysis(claims=[Claim.of("c", "toy", self.rule(cols["x"]))])
+
+
+def gain_at(k_judged, n_noisy=10):
+    """Per repeat, the gain of removing k tokens when the first ``n_noisy`` removals help (H1:
+    0.02 each) and later ones remove relevant tokens (−0.025 each); H0: every removal hurts."""
+
+    def simulate(world, noise, spec, cells, rng):
+        k = k_judged
+        helps = world["effect"] * min(k, n_noisy) - 0.025 * max(k - n_noisy, 0)
+        return {"x": helps + 0.05 * noise["sd"] * rng.standard_normal(len(cells))}
+
+    return simulate
+
+
+H1 = Hypothesis("removing the noisy tokens helps", "the theory", {"effect": 0.02})
+H0 = Hypothesis("removing tokens hurts", "the competing law", {"effect": -0.01})
+SIGN = lambda x: rules.sign_test(x, name="gain")
+
+
+def run(exp, sims=100):
+    (row,) = audit.audit(exp, None, "smoke", sims=sims, seed=1)["claims"]
+    return row
+
+
+def test_a_rule_that_cannot_fail_is_flagged():
+    """'error > 0' on errors that are positive under either hypothesis passes under H0 too."""
+    cannot_fail = lambda x: rules.Verdict(rules.PASS if np.all(x > 0) else rules.FAIL, {}, "every error > 0")
+    sim = lambda world, noise, spec, cells, rng: {"x": world["scale"] * rng.random(len(cells)) + 1e-9}
+    exp = Toy(cannot_fail, sim, Hypothesis("errors ~ 0.3", "s", {"scale": 0.3}),
+              Hypothesis("errors ~ 0", "s", {"scale": 1e-3}))  # fmt: skip
+    row = run(exp)
+    assert row["false_pass"]["rate"] == 1.0 and row["flagged"] and "false pass" in row["reason"]
+
+
+def test_a_sound_rule_is_not_flagged():
+    row = run(Toy(SIGN, gain_at(10), H1, H0))
+    assert row["power"]["rate"] == 1.0 and row["false_pass"]["rate"] == 0.0 and row["false_fail"]["rate"] == 0.0
+    assert not row["flagged"], row["reason"]
+    assert {"id", "regime", "h1", "h1_source", "h0", "h0_source", "power", "false_pass", "false_fail",
+            "inconclusive_h1", "inconclusive_h0", "flagged", "descriptive", "reason"} <= set(row)  # fmt: skip
+
+
+def test_a_rule_judged_past_the_last_noisy_token_is_flagged():
+    """Judged at k = 20 with 10 noisy tokens, removals 11–20 cost more than the first 10 gained:
+    the rule fails under H1 (no power, false fails)."""
+    row = run(Toy(SIGN, gain_at(20), H1, H0))
+    assert row["flagged"] and row["power"]["rate"] == 0.0 and row["false_fail"]["rate"] > 0.5
+
+
+def test_too_few_simulations_cannot_show_a_rule_sound():
+    """With no false pass in K runs the upper bound is below 0.05 only from K = 72 on."""
+    assert run(Toy(SIGN, gain_at(10), H1, H0), sims=40)["flagged"]
+    assert audit.clopper_pearson(0, 71)[1] > 0.05 > audit.clopper_pearson(0, 72)[1]
+    lo, hi = audit.clopper_pearson(7, 50)
+    ci = stats.binomtest(7, 50).proportion_ci(method="exact")
+    assert (lo, hi) == pytest.approx((ci.low, ci.high))
+
+
+def test_descriptive_claims_are_not_flagged():
+    desc = lambda x: rules.Verdict(rules.DESCRIPTIVE, {"x": float(np.mean(x))}, "measured")
+    row = run(Toy(desc, gain_at(10), H1, H0), sims=5)
+    assert row["descriptive"] and not row["flagged"]
+
+
+def test_an_experiment_without_a_design_and_bad_sims_are_clear_errors():
+    with pytest.raises(AttnlabError, match="li2023-fig1: no audit design declared yet"):
+        audit.audit(get("li2023-fig1"), None, "cpu", sims=2)
+    with pytest.raises(AttnlabError, match="--sims: must be at least 1"):
+        audit.audit(Toy(SIGN, gain_at(10), H1, H0), None, "smoke", sims=0)
+
+
+def test_the_phase_simulator_draws_the_experiments_design():
+    """Every cell of exp.cells(spec) once (grid × seed blocks × reps), with its own N, ‖μ‖, block
+    and rep, and outcomes on both sides of the level; the boundary inside the grid."""
+    exp = get("jiang2024-fig1")
+    spec = exp.spec("cpu", ["seeds=2", "reps=3"])
+    cells = exp.cells(spec)
+    cols = exp.audit.simulate(dict(exp.audit.claims[0].h1.world), exp.audit.noise, spec, cells,
+                              np.random.default_rng(0))  # fmt: skip
+    for k in ("data.N", "data.mu", "block", "rep"):
+        assert cols[k].tolist() == [c[k] for c in cells], k
+    assert len(cells) == 16 * 10 * 3 * 2 and set(cols["block"].tolist()) == {0, 1}
+    success = cols["test_loss"] < spec.level
+    assert 0.2 < success.mean() < 0.8 and set(cols["status"].tolist()) == {"converged"}
+    # H0 of the slope (N·SNR = C) really has slope −1: the analysis measures it
+    h0 = exp.audit.simulate(exp.audit.claims[0].h0.world, exp.audit.noise, spec, cells, np.random.default_rng(1))
+    slope = {c.id: c for c in exp.analyse(h0, spec).claims}["slope"].measured["slope"]
+    assert slope == pytest.approx(-1.0, abs=0.15)
