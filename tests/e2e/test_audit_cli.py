@@ -4,6 +4,7 @@ its noise levels plugged in), and one clear error for bad input."""
 import json
 import shutil
 
+import pytest
 from typer.testing import CliRunner
 
 from attnlab.cli import app
@@ -17,12 +18,13 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def test_audit_writes_audit_json(tmp_path):
-    r = invoke("audit", "jiang2024-fig1", "--scale", "smoke", "--sims", 3, "--out", tmp_path / "a", "--quiet")
+@pytest.mark.parametrize("exp", ["jiang2024-fig1", "jiang2024-fig2"])
+def test_audit_writes_audit_json(tmp_path, exp):
+    r = invoke("audit", exp, "--scale", "smoke", "--sims", 3, "--out", tmp_path / "a", "--quiet")
     assert r.exit_code == 0, r.output
     a = json.loads((tmp_path / "a" / "audit.json").read_text())
     assert {"experiment", "scale", "sims", "seed", "noise", "noise_source", "claims"} <= set(a)
-    assert a["experiment"] == "jiang2024-fig1" and a["scale"] == "smoke" and a["sims"] == 3
+    assert a["experiment"] == exp and a["scale"] == "smoke" and a["sims"] == 3
     assert [c["id"] for c in a["claims"]] == ["slope", "form", "curvature", "benign", "harmful"]
     for c in a["claims"]:
         assert FIELDS <= set(c) and c["regime"] == "protocol" and c["power"]["n"] == 3

@@ -11,8 +11,8 @@ where m is the grid's mean log SNR. A success gets a test loss below the level (
 log N + p·log SNR over the design's cells (inside the grid) unless a world fixes C.
 
 Noise: the steepness s of the logistic, from a stored run through ``plug_in`` (the logistic fit
-of success on log N + 2·log SNR), else the default measured on a cpu-scale run of jiang2024-fig1
-(s = 12.4, 800 runs). Effect sizes (p, κ, floor, ceiling, C) are the hypotheses', never measured.
+of success on log N + 2·log SNR), else the experiment's default, measured on one of its cpu-scale
+runs. Effect sizes (p, κ, floor, ceiling, C) are the hypotheses', never measured.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ SOURCE_THEORY = "Jiang et al. 2024, Thm. 4.1–4.2: the benign/harmful boundary 
 BEND = 1.5  # H0 of curvature: the local slope changes by 3× the ±0.5 margin across the boundary's span
 
 
-def simulate(snr_of, world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator) -> dict:
+def simulate(derive, world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator) -> dict:
     """The columns :func:`.phase.analyse_phase`'s caller reads, for ``cells`` under ``world``.
-    ``snr_of(cols)`` gives each cell's SNR from its columns (the experiment's own definition)."""
-    cols = {k: np.array([c[k] for c in cells]) for k in cells[0]}
-    logN, logS = np.log(cols["data.N"].astype(float)), np.log(snr_of(cols))
+    ``derive(cols)`` adds the columns the experiment derives from its cells, ``snr`` among them
+    (the experiment's own definition of the SNR)."""
+    cols = derive({k: np.array([c[k] for c in cells]) for k in cells[0]})
+    logN, logS = np.log(cols["data.N"].astype(float)), np.log(cols["snr"])
     m = logS.mean()
     p = world["p"]
     span = (logN.max() - logN.min()) / p  # the log-SNR span the boundary crosses inside the N range
@@ -45,11 +46,12 @@ def simulate(snr_of, world: dict, noise: dict, spec, cells: list[dict], rng: np.
     return cols | {"test_loss": loss, "status": np.array(["converged"] * len(cells))}
 
 
-def plug_in(snr_of):
+def plug_in(derive):
     def noise(cols: dict, spec) -> dict:
         """The steepness of the logistic of success on log N + 2·log SNR in a stored run."""
+        cols = derive(dict(cols))
         ok = np.asarray(cols["status"]) != "diverged"
-        u = np.log(np.asarray(cols["data.N"], float)[ok]) + 2 * np.log(np.asarray(snr_of(cols), float)[ok])
+        u = np.log(np.asarray(cols["data.N"], float)[ok]) + 2 * np.log(np.asarray(cols["snr"], float)[ok])
         success = np.asarray(cols["test_loss"], float)[ok] < spec.level
         b, _ = theory.logistic_fit(np.column_stack([np.ones_like(u), u]), success)
         return {"steepness": float(abs(b[1]))}
@@ -57,8 +59,9 @@ def plug_in(snr_of):
     return noise
 
 
-def phase_design(snr_of, C_paper: float | None = None) -> Design:
-    """H1 and H0 of every phase claim (``C`` only where the experiment judges it)."""
+def phase_design(derive, steepness: float, noise_source: str, C_paper: float | None = None) -> Design:
+    """H1 and H0 of every phase claim (``C`` only where the experiment judges it); ``derive`` as
+    for :func:`simulate`; ``steepness``: the default noise level and where it was measured."""
     one = Hypothesis("N·SNR = C (boundary slope −1)", "the linear-in-SNR law the paper's analysis rules out",
                      THEORY | {"p": 1.0})  # fmt: skip
     two = Hypothesis("N·SNR² = C (boundary slope −2)", SOURCE_THEORY, THEORY)
@@ -82,9 +85,9 @@ def phase_design(snr_of, C_paper: float | None = None) -> Design:
             Hypothesis(f"N·SNR² = {4 * C_paper:g} (4× the paper's C)", "another constant: the margin's far side × 2",
                        THEORY | {"C": 4 * C_paper})))  # fmt: skip
     return Design(
-        simulate=lambda world, noise, spec, cells, rng: simulate(snr_of, world, noise, spec, cells, rng),
+        simulate=lambda world, noise, spec, cells, rng: simulate(derive, world, noise, spec, cells, rng),
         claims=tuple(claims),
-        noise={"steepness": 12.4},
-        noise_source="default: measured on a cpu-scale run of jiang2024-fig1 (800 runs)",
-        plug_in=plug_in(snr_of),
+        noise={"steepness": steepness},
+        noise_source=noise_source,
+        plug_in=plug_in(derive),
     )

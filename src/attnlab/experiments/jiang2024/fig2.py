@@ -58,6 +58,7 @@ from attnlab.data import images
 from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec, rounded
 from attnlab.experiments.jiang2024 import phase
+from attnlab.experiments.jiang2024.audit import phase_design
 
 
 class Spec(ExperimentSpec):
@@ -71,6 +72,8 @@ class Spec(ExperimentSpec):
     min_share: float = Field(0.9, gt=0, le=1, description="share of held-out region cells that must behave")
 
 
+# the audit's default noise: the steepness of P(success) in log N + 2·log SNR, plugged in from a cpu run
+STEEPNESS = 2.15
 # the digit as one token of a patch-aligned 3×3 canvas (see the module docstring)
 DATA = {"name": "images", "dataset": "mnist", "classes": "0,1", "crop": 0, "border": 28, "patch": 28, "sigma": 1.0,
         "place": "center", "norm": "none", "pool": 1000, "n_test": 100}  # fmt: skip
@@ -108,6 +111,22 @@ def snr(signal, rms, sigma, d):
     return np.asarray(signal, float) * rms / (np.asarray(sigma, float) * np.sqrt(d))
 
 
+def snr_columns(rows: list[dict]) -> dict[str, np.ndarray]:
+    """``digit_rms``, ``mu_norm`` = s·‖x‖_rms and ``snr`` of each row (a cell or a results row)."""
+    rms = np.array([digit_rms(data_static(r)) for r in rows])
+    signal = np.array([r["data.signal"] for r in rows], float)
+    d = np.array([images.input_shape(data_static(r))["d"] for r in rows], float)
+    sigma = np.array([r["data.sigma"] for r in rows], float)
+    return {"digit_rms": rms, "mu_norm": signal * rms, "snr": snr(signal, rms, sigma, d)}
+
+
+def with_snr(cols: dict) -> dict:
+    """Cell columns plus :func:`snr_columns` (the audit's simulator reads them)."""
+    keys = list(cols)
+    rows = [dict(zip(keys, vals, strict=True)) for vals in zip(*(cols[k] for k in keys), strict=True)]
+    return cols | snr_columns(rows)
+
+
 def layout(s: dict) -> dict[str, int]:
     """Tokens of a centred image that are pure image, pure noise, or mixed (cut by a patch edge)."""
     side, _ = images.image_shape(s)
@@ -143,19 +162,16 @@ class Fig2(Experiment):
         "2^(1/4).",
     )
 
+    audit = phase_design(with_snr, STEEPNESS, "default: measured on a cpu-scale run of jiang2024-fig2 (550 runs)")
+
     def defaults(self):
         return {"data": DATA, "model": common.DEFAULTS["model"], "train": common.DEFAULTS["train"]}
 
     def derive(self, table: pa.Table, spec: Spec) -> pa.Table:
         """The trained rows plus ``mu_norm`` = s·‖x‖_rms and ``snr`` (module docstring)."""
-        rows = table.to_pylist()
-        rms = np.array([digit_rms(data_static(r)) for r in rows])
-        signal = np.array([r["data.signal"] for r in rows], float)
-        d = np.array([images.input_shape(data_static(r))["d"] for r in rows], float)
-        sigma = np.array([r["data.sigma"] for r in rows], float)
-        table = table.append_column("digit_rms", pa.array(rms))
-        table = table.append_column("mu_norm", pa.array(signal * rms))
-        return table.append_column("snr", pa.array(snr(signal, rms, sigma, d)))
+        for name, values in snr_columns(table.to_pylist()).items():
+            table = table.append_column(name, pa.array(values))
+        return table
 
     def analyse(self, cols, spec: Spec) -> Analysis:
         a = phase.analyse_phase(
