@@ -177,7 +177,8 @@ def boundary_constant(u: np.ndarray, success: np.ndarray, n_boot: int = 500, see
 
     def C(b):
         ok = b[:, 1] > 1e-12
-        return np.where(ok, np.exp(np.where(ok, -b[:, 0] / np.where(ok, b[:, 1], 1.0), 0.0)), np.nan)
+        with np.errstate(over="ignore"):  # a resample whose boundary lies far outside the grid: C = inf, dropped
+            return np.where(ok, np.exp(np.where(ok, -b[:, 0] / np.where(ok, b[:, 1], 1.0), 0.0)), np.nan)
 
     return Estimate(*bootstrap_fit(Z, success, C, n_boot, seed), n_boot=n_boot)
 
