@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from attnlab.errors import AttnlabError
+from attnlab.rules import clopper_pearson
 
 MAX_FALSE_PASS, MIN_POWER, MAX_FALSE_FAIL = 0.05, 0.8, 0.05
 
@@ -72,17 +72,9 @@ class Design:
     plug_in: Callable[[dict[str, np.ndarray], Any], dict[str, float]] | None = None
 
 
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """The exact (Clopper–Pearson) two-sided interval of a binomial proportion k/n."""
-    if n == 0:
-        return 0.0, 1.0
-    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
-    return float(ci.low), float(ci.high)
-
-
 def rate(outcomes: list[str], which: str) -> dict[str, float]:
     k, n = sum(o == which for o in outcomes), len(outcomes)
-    lo, hi = clopper_pearson(k, n)
+    lo, hi = clopper_pearson(k, n)  # the exact two-sided 95 % interval
     return {"rate": k / n if n else float("nan"), "ci95": [lo, hi], "k": k, "n": n}
 
 
@@ -135,21 +127,22 @@ def audit(exp, spec, scale: str, sims: int = 200, seed: int = 0, stored: dict[st
     t0 = time.perf_counter()
     worlds: dict[str, list[dict[str, str]]] = {}  # simulations are shared by the claims of one world
 
-    def outcomes(h: Hypothesis) -> list[str | None]:
+    def simulated(world: dict, n: int, stream: int) -> list[dict[str, str]]:
+        sim = lambda rng: design.simulate(world, noise, spec, cells, rng)
+        return outcomes_of(lambda cols: exp.analyse(cols, spec), sim, n, (seed, stream))
+
+    def outcomes(h: Hypothesis) -> list[dict[str, str]]:
         key = json.dumps(h.world, sort_keys=True)
         if key not in worlds:
             if progress:
                 progress(f"{exp.id}: {sims} simulations of {h.statement}")
-            sim = lambda rng: design.simulate(h.world, noise, spec, cells, rng)
-            worlds[key] = outcomes_of(lambda cols: exp.analyse(cols, spec), sim, sims, (seed, _world_seed(key)))
+            worlds[key] = simulated(h.world, sims, _world_seed(key))
         return worlds[key]
 
     rows = []
     for ca in design.claims:
         key = json.dumps(ca.h1.world, sort_keys=True)
-        probe = worlds[key][:1] if key in worlds else outcomes_of(  # one data set: does this scale state it?
-            lambda cols: exp.analyse(cols, spec),
-            lambda rng, world=ca.h1.world: design.simulate(world, noise, spec, cells, rng), 1, (seed, 2**31 - 1))
+        probe = worlds[key][:1] if key in worlds else simulated(ca.h1.world, 1, 2**31 - 1)  # does this scale state it?
         if ca.claim not in probe[0]:
             continue  # a claim this scale does not state (e.g. C away from the paper's d)
         h1 = [o.get(ca.claim, "absent") for o in outcomes(ca.h1)]

@@ -96,8 +96,6 @@ def audit_cmd(
     from attnlab.experiments.base import load_results, table_columns
 
     try:
-        if sims < 1:
-            raise AttnlabError(f"--sims: must be at least 1, got {sims}")
         stored = None
         if from_dir is not None:
             import pyarrow.parquet as pq

@@ -158,14 +158,22 @@ def held_out(k: int, n: int, min_fraction: float, alpha: float = 0.05, name: str
                        "no held-out cells")  # fmt: skip
     if not 0 <= k <= n:
         raise ValueError(f"need 0 ≤ k ≤ n, got k={k}, n={n}")
-    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
+    low, high = clopper_pearson(k, n, level)
     frac = k / n
-    measured = _jsonable({"ok": k, "n": n, "fraction": frac, "ci": [ci.low, ci.high]})
-    if frac >= min_fraction and ci.low >= min_fraction - 0.1:
+    measured = _jsonable({"ok": k, "n": n, "fraction": frac, "ci": [low, high]})
+    if frac >= min_fraction and low >= min_fraction - 0.1:
         return Verdict(PASS, measured, rule)
-    if ci.high < min_fraction:
-        return Verdict(FAIL, measured, rule, f"{k}/{n} ok; upper bound {ci.high:.3g} < {_fmt(min_fraction)}")
-    return Verdict(INCONCLUSIVE, measured, rule, f"{k}/{n} ok, interval [{ci.low:.3g}, {ci.high:.3g}]: too few cells")
+    if high < min_fraction:
+        return Verdict(FAIL, measured, rule, f"{k}/{n} ok; upper bound {high:.3g} < {_fmt(min_fraction)}")
+    return Verdict(INCONCLUSIVE, measured, rule, f"{k}/{n} ok, interval [{low:.3g}, {high:.3g}]: too few cells")
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) two-sided interval of a binomial proportion k/n ((0, 1) for n = 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
 
 
 def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float, float]:
