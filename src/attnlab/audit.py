@@ -23,6 +23,11 @@ each with its 95 % Clopper–Pearson interval. A rule is **flagged** when the up
 false pass exceeds 0.05, the lower bound of its power is below 0.8, or the upper bound of its
 false fail exceeds 0.05 (so K must be large enough to show a sound rule sound: with no event in
 K runs the upper bound is below 0.05 from K = 72 on; the default is 200).
+
+Simulation checks the statistics, not the experiment. **Controls** check the experiment: real
+runs with a knob that makes the effect certainly present (positive) or certainly absent
+(negative); a claim must pass in a positive control and *fail* (not merely be inconclusive) in a
+negative one (``attnlab audit ID --controls``).
 """
 
 from __future__ import annotations
@@ -70,6 +75,40 @@ class Design:
     noise: dict[str, float]
     noise_source: str
     plug_in: Callable[[dict[str, np.ndarray], Any], dict[str, float]] | None = None
+    # the cells of a staged design (``exp.cells(spec, run)`` with ``run`` answering an earlier
+    # stage from simulation); default ``exp.cells(spec)``
+    cells: Callable[[Any], list[dict]] | None = None
+
+
+@dataclass(frozen=True)
+class Control:
+    """A real run of the experiment with ``sets`` (``--set`` overrides) at ``scale`` in which each
+    claim of ``expect`` must have the given outcome (``pass`` in a positive control, ``fail`` in
+    a negative one); ``why``: why the knob makes the effect certainly present or absent."""
+
+    name: str
+    kind: str  # positive | negative
+    scale: str
+    sets: tuple[str, ...]
+    expect: dict[str, str]
+    why: str
+
+    def __post_init__(self):
+        want = {"positive": "pass", "negative": "fail"}[self.kind]
+        if any(v != want for v in self.expect.values()):
+            raise ValueError(f"control {self.name}: a {self.kind} control expects '{want}' of its claims")
+
+
+def run_control(exp, control: Control, out: Path, progress: bool = False) -> dict[str, Any]:
+    """Run (or resume) one control into ``out`` and judge it: every expected outcome met?"""
+    from attnlab.experiments.base import reproduce
+
+    verdict = reproduce(exp, control.scale, out, sets=list(control.sets), progress=progress)
+    got = {c["id"]: c["outcome"] for c in verdict["claims"]}
+    return {"name": control.name, "kind": control.kind, "scale": control.scale, "sets": list(control.sets),
+            "why": control.why, "expect": control.expect, "got": {k: got.get(k, "absent") for k in control.expect},
+            "held": all(got.get(k) == v for k, v in control.expect.items()), "out": str(out),
+            "runtime_s": verdict["runtime_s"]}  # fmt: skip
 
 
 def rate(outcomes: list[str], which: str) -> dict[str, float]:
@@ -123,7 +162,7 @@ def audit(exp, spec, scale: str, sims: int = 200, seed: int = 0, stored: dict[st
     noise, noise_source = dict(design.noise), design.noise_source
     if stored is not None and design.plug_in is not None:
         noise, noise_source = design.plug_in(stored, spec), "plug-in from the stored run (--from)"
-    cells = exp.cells(spec)
+    cells = design.cells(spec) if design.cells else exp.cells(spec)
     t0 = time.perf_counter()
     worlds: dict[str, list[dict[str, str]]] = {}  # simulations are shared by the claims of one world
 
@@ -165,4 +204,3 @@ def write(path: Path, result: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, json.dumps(result, indent=2).encode())
     return path
-

@@ -31,7 +31,9 @@ SetsOption = Annotated[
 ]
 ExecutorOption = Annotated[str, typer.Option(help=EXECUTOR_HELP)]
 QuietOption = Annotated[bool, typer.Option(help="no progress bar")]
-ForceOption = Annotated[bool, typer.Option(help="resume a results directory written under another schema or JAX version")]
+ForceOption = Annotated[
+    bool, typer.Option(help="resume a results directory written under another schema or JAX version")
+]
 
 
 @app.command("list")
@@ -84,14 +86,25 @@ def audit_cmd(
     sims: Annotated[int, typer.Option(help="simulated data sets per hypothesis")] = 200,
     seed: Annotated[int, typer.Option(help="seed of the simulations")] = 0,
     from_dir: Annotated[
-        Path | None, typer.Option("--from", help="a results directory: its spec is the design, its noise levels plugged in")
+        Path | None,
+        typer.Option("--from", help="a results directory: its spec is the design, its noise levels plugged in"),
     ] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="where audit.json goes (default: --from, else "
-                                                               "results/ID-SCALE-audit)")] = None,  # fmt: skip
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="where audit.json goes (default: --from, else results/ID-SCALE-audit)")
+    ] = None,  # fmt: skip
+    controls: Annotated[
+        bool,
+        typer.Option(
+            "--controls",
+            help="also run the experiment's positive and negative "
+            "controls (real runs, into OUT/controls/NAME); exit 1 if one fails",
+        ),
+    ] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Power and false-pass rate of every claim's rule under the experiment's own design, on
-    simulated data under each claim's H1 and H0 (nothing is trained); writes audit.json."""
+    simulated data under each claim's H1 and H0 (nothing is trained); writes audit.json. With
+    --controls, the experiment's controls are run and judged too (audit.json: "controls")."""
     from attnlab import audit
     from attnlab.experiments.base import load_results, table_columns
 
@@ -112,7 +125,12 @@ def audit_cmd(
         if target.exists() and not target.is_dir():
             raise AttnlabError(f"--out {target}: exists and is not a directory")
         say = None if quiet else (lambda m: err.print(m, highlight=False, markup=False))
+        if controls and not getattr(exp, "controls", ()):
+            raise AttnlabError(f"--controls: {exp_id} declares no controls")
         result = audit.audit(exp, spec, scale, sims=sims, seed=seed, stored=stored, progress=say)
+        if controls:
+            result["controls"] = [audit.run_control(exp, c, target / "controls" / c.name, progress=not quiet)
+                                  for c in exp.controls]  # fmt: skip
         path = audit.write(target / "audit.json", result)
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
@@ -125,7 +143,13 @@ def audit_cmd(
         flag = f"[red]FLAGGED[/red] {c['reason']}" if c["flagged"] else "[green]ok"
         table.add_row(c["id"], c["regime"], pct(c["power"]), pct(c["false_pass"]), pct(c["false_fail"]), flag)
     out.print(table)
+    for c in result.get("controls", ()):
+        got = ", ".join(f"{k} {v} (expected {c['expect'][k]})" for k, v in c["got"].items())
+        mark = "[green]held[/green]" if c["held"] else "[red]DID NOT HOLD[/red]"
+        out.print(f"{c['kind']} control {c['name']}: {got} — {mark}", highlight=False, soft_wrap=True)
     out.print(f"audit: {path.resolve()}", highlight=False, soft_wrap=True, markup=False)
+    if not all(c["held"] for c in result.get("controls", ())):
+        raise typer.Exit(1)
 
 
 @app.command("report")
@@ -133,8 +157,11 @@ def report_cmd(
     dirs: Annotated[list[Path], typer.Argument(metavar="DIR", help="results directories (reproduce or sweep)")],
     index: Annotated[
         Path | None,
-        typer.Option("--index", help="also write an index page of every claim here (default with several DIRs: "
-                     "index.html in their common parent directory; with one DIR: none)"),
+        typer.Option(
+            "--index",
+            help="also write an index page of every claim here (default with several DIRs: "
+            "index.html in their common parent directory; with one DIR: none)",
+        ),
     ] = None,
 ) -> None:
     """Rebuild the figures, verdict.json and report.html of results directories from their stored
@@ -181,24 +208,31 @@ def report_cmd(
 def bench_cmd(
     suite: Annotated[
         str,
-        typer.Option(help="the benchmark suite: jiang2024 (jiang2024-fig1), li2023 (li2023-fig1), wu2023 (wu2023-width)"),
+        typer.Option(
+            help="the benchmark suite: jiang2024 (jiang2024-fig1), li2023 (li2023-fig1), wu2023 (wu2023-width)"
+        ),
     ] = "jiang2024",
     cells: Annotated[int, typer.Option(help="cells drawn (seeded, spread over the grid)")] = 100,
     baseline_cells: Annotated[
         int | None,
-        typer.Option(help="cells the serial PyTorch baseline runs (a seeded sub-subset, extrapolated; default all, "
-                     "0 for none)"),
+        typer.Option(
+            help="cells the serial PyTorch baseline runs (a seeded sub-subset, extrapolated; default all, 0 for none)"
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="seed of the cell selection")] = 0,
     scale: Annotated[
         str | None,
-        typer.Option(help="the experiment's scale the cells come from (default: the suite's: jiang2024 paper, "
-                     "li2023 and wu2023 cpu)"),
+        typer.Option(
+            help="the experiment's scale the cells come from (default: the suite's: jiang2024 paper, "
+            "li2023 and wu2023 cpu)"
+        ),
     ] = None,
     baseline_threads: Annotated[
         int | None,
-        typer.Option(help="PyTorch threads of the baseline (default: every core for jiang2024, else the faster of 1 "
-                     "and every core on short runs)"),
+        typer.Option(
+            help="PyTorch threads of the baseline (default: every core for jiang2024, else the faster of 1 "
+            "and every core on short runs)"
+        ),
     ] = None,
     aot: Annotated[bool, typer.Option(help="also time the compilation alone, ahead of time")] = True,
     json_path: Annotated[Path | None, typer.Option("--json", help="write every number here")] = None,

@@ -192,3 +192,26 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, flo
     sd = float(v.std(ddof=1))
     half = stats.t.ppf((1 + level) / 2, K - 1) * sd / math.sqrt(K)
     return mean, mean - half, mean + half, sd
+
+
+def no_effect(value: float, lo: float, hi: float, band: float, name: str = "effect") -> Verdict:
+    """An equivalence band for a "flat" / "no effect" claim: the interval of the effect lies
+    within ±band (pass), wholly outside it (fail), or straddles an edge (inconclusive). With a
+    95 % interval this is the two one-sided tests (TOST) at level 0.025 each."""
+    v = equivalence(value, lo, hi, (-band, band), name)
+    return Verdict(v.outcome, v.measured, f"no effect: {v.rule} (an equivalence band of ±{_fmt(band)})", v.detail)
+
+
+def likelihood_ratio(log_lr: float, favoured: str, against: str, threshold: float = math.log(32)) -> Verdict:
+    """A decision between two models by their log-likelihood ratio log LR = ℓ(favoured) − ℓ(against):
+    pass when log LR ≥ threshold (default log 32, "strong evidence"), fail when ≤ −threshold,
+    else inconclusive (the data do not separate them)."""
+    rule = f"log-likelihood ratio of {favoured} over {against} ≥ {threshold:.3g} (fail ≤ −{threshold:.3g})"
+    measured = _jsonable({"log_lr": log_lr, "threshold": threshold})
+    if not np.isfinite(log_lr):
+        return Verdict(INCONCLUSIVE, measured, rule, "no likelihood ratio")
+    if log_lr >= threshold:
+        return Verdict(PASS, measured, rule)
+    if log_lr <= -threshold:
+        return Verdict(FAIL, measured, rule, f"{against} fits better (log LR {log_lr:.3g})")
+    return Verdict(INCONCLUSIVE, measured, rule, f"log LR {log_lr:.3g}: the data do not separate the two")

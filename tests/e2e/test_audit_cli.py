@@ -42,7 +42,7 @@ def test_audit_from_a_stored_run_plugs_in_its_noise(smoke, tmp_path):
 
 def test_audit_bad_input_is_one_clear_error(tmp_path, smoke):
     cases = [
-        (["li2023-fig1"], "li2023-fig1: no audit design declared yet"),
+        (["jiang2024-fig1", "--controls"], "--controls: jiang2024-fig1 declares no controls"),
         (["nope"], "experiment: unknown id 'nope'"),
         (["jiang2024-fig1", "--sims", 0], "--sims: must be at least 1"),
         (["jiang2024-fig1", "--scale", "huge"], "--scale: unknown 'huge'"),
@@ -54,3 +54,26 @@ def test_audit_bad_input_is_one_clear_error(tmp_path, smoke):
         assert r.exit_code == 2, (args, r.output)
         assert r.output.startswith("error: ") and needle in r.output and "Traceback" not in r.output, r.output
         assert not (tmp_path / "out").exists()
+
+
+def test_controls_are_run_judged_and_recorded(tmp_path, monkeypatch):
+    """--controls runs each declared control into OUT/controls/NAME, records what it expected and
+    got, and exits 1 when one does not hold (here a negative control declared to pass is made to
+    look like a positive one that fails)."""
+    import dataclasses
+
+    from attnlab.experiments import get
+
+    exp = get("jiang2024-fig3")
+    (neg,) = [c for c in exp.controls if c.kind == "negative"]
+    neg = dataclasses.replace(neg, scale="smoke")
+    monkeypatch.setattr(exp, "controls", (neg,))
+    r = invoke("audit", "jiang2024-fig3", "--scale", "smoke", "--sims", 2, "--controls", "--out", tmp_path, "--quiet")
+    assert r.exit_code == 0, r.output
+    (c,) = json.loads((tmp_path / "audit.json").read_text())["controls"]
+    assert c["held"] and c["kind"] == "negative" and c["got"] == c["expect"] and "held" in r.output
+    assert (tmp_path / "controls" / neg.name / "verdict.json").is_file()
+    wrong = dataclasses.replace(neg, name="wrong", kind="positive", expect=dict.fromkeys(neg.expect, "pass"))
+    monkeypatch.setattr(exp, "controls", (wrong,))
+    r = invoke("audit", "jiang2024-fig3", "--scale", "smoke", "--sims", 2, "--controls", "--out", tmp_path, "--quiet")
+    assert r.exit_code == 1 and "DID NOT HOLD" in r.output

@@ -93,8 +93,9 @@ def test_descriptive_claims_are_not_flagged():
 
 
 def test_an_experiment_without_a_design_and_bad_sims_are_clear_errors():
-    with pytest.raises(AttnlabError, match="li2023-fig1: no audit design declared yet"):
-        audit.audit(get("li2023-fig1"), None, "cpu", sims=2)
+    bare = type("Bare", (), {"id": "bare", "audit": None})()
+    with pytest.raises(AttnlabError, match="bare: no audit design declared yet"):
+        audit.audit(bare, None, "cpu", sims=2)
     with pytest.raises(AttnlabError, match="--sims: must be at least 1"):
         audit.audit(Toy(SIGN, gain_at(10), H1, H0), None, "smoke", sims=0)
 

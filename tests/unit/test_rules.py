@@ -85,3 +85,16 @@ def test_t_interval_matches_scipy():
     m, lo, hi, sd = rules.t_interval([3.0])
     assert m == 3.0 and np.isnan(lo) and np.isnan(hi)
     assert rules.t_interval([1.0, np.nan, 3.0])[:2] == pytest.approx((2.0, stats.t.interval(0.95, 1, 2, 1)[0]))
+
+
+def test_no_effect_is_an_equivalence_band():
+    assert rules.no_effect(0.01, -0.02, 0.04, band=0.05).outcome == rules.PASS
+    assert rules.no_effect(0.2, 0.1, 0.3, band=0.05).outcome == rules.FAIL
+    v = rules.no_effect(0.03, -0.01, 0.07, band=0.05, name="slope")
+    assert v.outcome == rules.INCONCLUSIVE and "±0.05" in v.rule and "slope" in v.rule
+
+
+def test_likelihood_ratio_decides_only_on_strong_evidence():
+    lr = lambda x: rules.likelihood_ratio(x, "exponential", "power law").outcome
+    assert (lr(5.0), lr(-5.0), lr(1.0), lr(float("nan"))) == (rules.PASS, rules.FAIL, rules.INCONCLUSIVE,
+                                                              rules.INCONCLUSIVE)  # fmt: skip

@@ -157,3 +157,61 @@ def test_batched_bootstrap_equals_the_loop_of_single_fits(sharpness):
     for n_boot, seed in ((200, 3), (0, 0)):
         np.testing.assert_allclose(bootstrap_fit(Z, s, value, n_boot, seed), bootstrap(stat, n, n_boot, seed),
                                    rtol=1e-9, atol=1e-12)  # fmt: skip
+
+
+def _thresholds_on_grid(x, y, grid):
+    """Where each threshold y falls on a grid of probed values: (lo, hi] between neighbours,
+    lo = −∞ below the first point, hi = +∞ beyond the last (never crossed)."""
+    i = np.searchsorted(grid, y)
+    lo = np.where(i == 0, -np.inf, grid[np.clip(i - 1, 0, len(grid) - 1)])
+    hi = np.where(i >= len(grid), np.inf, grid[np.clip(i, 0, len(grid) - 1)])
+    return lo, hi
+
+
+def test_censored_line_keeps_columns_that_never_cross():
+    """Thresholds y = 1 + 2x on a grid that stops at 4: the last columns never cross, and those
+    near the edge cross only when their noise is low. Dropping the censored columns biases the
+    slope down; the censored fit recovers 2 and its interval covers it."""
+    rng = np.random.default_rng(3)
+    grid = np.arange(0, 4.01, 0.25)
+    x = np.linspace(0, 2, 9)
+    fits, dropped = [], []
+    for _ in range(40):
+        y = 1 + 2 * x + 0.3 * rng.standard_normal(len(x))
+        lo, hi = _thresholds_on_grid(x, y, grid)
+        assert np.isposinf(hi).sum() >= 1  # the design censors
+        fits.append(theory.censored_line(x, lo, hi, sigma_min=0.06))
+        seen = np.isfinite(hi)
+        dropped.append(np.polyfit(x[seen], (lo[seen] + hi[seen]) / 2, 1)[0])
+    b = np.array([f.b for f in fits])
+    assert abs(b.mean() - 2) < 0.08 and np.mean(dropped) < b.mean() - 0.05
+    assert np.mean([f.b_ci[0] <= 2 <= f.b_ci[1] for f in fits]) >= 0.8
+    assert fits[0].right >= 1 and fits[0].interval + fits[0].right + fits[0].left + fits[0].exact == len(x)
+
+
+def test_censored_line_exact_thresholds_match_least_squares_and_unbounded_sides_are_infinite():
+    x = np.array([0.0, 1.0, 2.0, 3.0])
+    y = np.array([0.1, 1.9, 4.2, 5.8])
+    f = theory.censored_line(x, y, y, sigma_min=1e-6)
+    b, a = np.polyfit(x, y, 1)
+    assert f.b == pytest.approx(b, abs=1e-4) and f.a == pytest.approx(a, abs=1e-4)
+    # only the first column crosses: the rest lie somewhere above the grid — no upper bound on b
+    lo = np.array([0.0, 1.0, 1.0, 1.0])
+    hi = np.array([0.5, np.inf, np.inf, np.inf])
+    g = theory.censored_line(x, lo, hi, sigma_min=0.1)
+    assert np.isposinf(g.b_ci[1]) and g.right == 3
+    with pytest.raises(ValueError, match="lo ≤ hi"):
+        theory.censored_line(x, hi, lo, sigma_min=0.1)
+
+
+@pytest.mark.parametrize("curve, favoured", [
+    (lambda t: 0.98**t, "exponential"),
+    (lambda t: 1 / (1 + t / 10), "power"),
+    (lambda t: (t + 1) ** -0.5, "power"),
+])  # fmt: skip
+def test_rate_forms_tell_linear_convergence_from_a_power_law(curve, favoured):
+    t = np.arange(0, 400, 5.0)
+    noisy = curve(t) * np.exp(0.01 * np.random.default_rng(0).standard_normal(len(t)))
+    r = theory.rate_forms(t, noisy)
+    assert (r.log_lr > np.log(32)) == (favoured == "exponential") and (r.log_lr < -np.log(32)) == (favoured == "power")
+    assert r.n == len(t) - 1  # t = 0 has no log t

@@ -103,6 +103,8 @@ class Experiment:
     assumptions: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()  # the experiment's own key-only cell labels (e.g. regime)
     regime: str = "investigation"  # of its claims, unless a claim names its own (rules.REGIMES)
+    audit = None  # the claims' audit design (attnlab.audit.Design)
+    controls: tuple = ()  # real runs whose outcomes are known (attnlab.audit.Control)
 
     def cells(self, spec, run: Callable[[list[dict]], dict[str, np.ndarray]] | None = None) -> list[dict]:
         """The grid × seed blocks × reps (override to add variants, tags or stages). Every cell

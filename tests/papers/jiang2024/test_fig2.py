@@ -74,7 +74,7 @@ def columns(exponent, C, reps=5, noise=0.05, seed=0):
 
 def verdicts(cols):
     exp = get("jiang2024-fig2")
-    a = exp.analyse(cols, exp.spec("cpu", ["n_boot=100"]))
+    a = exp.analyse(cols, exp.spec("cpu", ["n_boot=100", "slope_min_runs=0"]))  # the rule itself, at any size
     return {c.id: c for c in a.claims}, a.summary
 
 
@@ -100,3 +100,12 @@ def test_spec_scales_keep_the_clean_layout():
         s = fig2.data_static(cell)
         assert fig2.layout(s)["mixed"] == 0 and fig2.layout(s)["image"] == 1
         assert cell["model.name"] == "jiang2024" and cell["train.loss_threshold"] == 0.01
+
+
+def test_the_slope_is_descriptive_below_the_runs_its_audit_needs():
+    """At the cpu design (550 runs < slope_min_runs) the slope is a measurement, not counted."""
+    exp = get("jiang2024-fig2")
+    a = exp.analyse(columns(2, 40), exp.spec("cpu", ["n_boot=100"]))
+    (slope,) = [c for c in a.claims if c.id == "slope"]
+    assert slope.outcome == "descriptive" and "descriptive below 2000 runs" in slope.detail
+    assert abs(slope.measured["slope"] + 2) < 0.3

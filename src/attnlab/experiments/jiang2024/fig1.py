@@ -62,8 +62,14 @@ class Spec(ExperimentSpec):
     n_boot: int = Field(500, ge=20, description="bootstrap resamples for intervals")
     slope_margin: tuple[float, float] = Field((-2.5, -1.5), description="equivalence margin of the slope")
     curvature_margin: tuple[float, float] = Field((-0.5, 0.5), description="margin of the slope change across SNR")
-    curvature_min_runs: int = Field(5000, ge=0, description="fewer runs: curvature is descriptive (underpowered, "
-                                    "see `attnlab audit`)")
+    slope_min_runs: int = Field(
+        0,
+        ge=0,
+        description="fewer runs: the slope is descriptive (the audit gives it power 1.0 at the cpu design's 800 runs)",
+    )
+    curvature_min_runs: int = Field(
+        5000, ge=0, description="fewer runs: curvature is descriptive (underpowered, see `attnlab audit`)"
+    )
     C_claim_d: PositiveInt = Field(1024, description="the d at which the paper's C is claimed")
     C_margin: tuple[PositiveFloat, PositiveFloat] = Field((500.0, 2000.0), description="equivalence margin of C")
     region_factor: float = Field(4.0, gt=1, description="benign: N·SNR² ≥ f·Ĉ; harmful: N·SNR² ≤ Ĉ/f")
@@ -107,7 +113,13 @@ class Fig1(Experiment):
         snr = snr_of(cols)
         d = int(cols["data.d"][0])
         return phase.analyse_phase(
-            cols["data.N"], snr, cols["test_loss"], cols["status"], cols["block"], cols["rep"], spec,
+            cols["data.N"],
+            snr,
+            cols["test_loss"],
+            cols["status"],
+            cols["block"],
+            cols["rep"],
+            spec,
             judge_C=d == spec.C_claim_d,
             C_note=f"not judged: the paper's C was read off d = {spec.C_claim_d}, this run has d = {d}",
         )

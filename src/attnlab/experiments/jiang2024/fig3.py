@@ -43,8 +43,10 @@ import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from attnlab import plots, rules, theory
+from attnlab.audit import Control
 from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
+from attnlab.experiments.jiang2024.audit import dynamics_design
 
 REGIMES = ("harmful", "benign")
 V_SCALARS = ("V_signal", "V_strong")
@@ -105,6 +107,16 @@ class Fig3(Experiment):
         "cpu scale: d = 256, d_h = 128, d_v = 64 instead of 2048/1024/512.",
         "Onset of a group = first logged step at which a member moved by 0.1 (logit units; 0.02 of attention mass).",
     ) + common.ASSUMPTIONS
+
+    audit = dynamics_design(REGIMES)
+    controls = (
+        Control("as-stated", "positive", "cpu", (), {"sparse-benign": "pass", "sparse-harmful": "pass"},
+                "the cpu design as it stands; its audit gives both sparse rules power 1.0"),
+        Control("frozen-softmax", "negative", "cpu", ("model.tau=1e-6",),
+                {"sparse-benign": "fail", "sparse-harmful": "fail"},
+                "softmax temperature 10⁻⁶: the logits (and their gradients) are scaled to ~0, so attention stays "
+                "uniform (1/M) and cannot concentrate on any token"),
+    )  # fmt: skip
 
     def defaults(self):
         return merge(common.DEFAULTS, PAPER)
