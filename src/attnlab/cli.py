@@ -132,6 +132,10 @@ def audit_cmd(
             result["controls"] = [audit.run_control(exp, c, target / "controls" / c.name, progress=not quiet)
                                   for c in exp.controls]  # fmt: skip
         path = audit.write(target / "audit.json", result)
+        if from_dir is not None:  # the run's report shows its audit
+            from attnlab.experiments.base import rebuild
+
+            rebuild(found)
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None

@@ -237,16 +237,21 @@ TEMPLATE = _env.from_string(
 <h2 id="claims">Claims</h2>
 {% if claims %}
 <div class="wrap"><table id="claims-table" class="claims">
-<thead><tr><th>claim</th><th>statement</th><th>measured</th><th>pass rule</th><th>regime</th><th>verdict</th></tr>
+<thead><tr><th>claim</th><th>statement</th><th>measured</th><th>pass rule</th><th>regime</th>
+{% if audit %}<th title="attnlab audit: P(pass | H1) / P(pass | H0) of the rule under this design, on simulated data">audit<br>power / false pass</th>{% endif %}<th>verdict</th></tr>
 </thead>
 <tbody>
 {% for c in claims %}
 <tr class="{{ c.outcome }}" data-claim="{{ c.id }}"><td class="claim-id">{{ c.id }}</td>
 <td>{{ c.statement }}{% if c.detail %}<div class="detail">{{ c.detail }}</div>{% endif %}</td>
 <td>{{ c.measured|value }}</td><td class="rule">{{ c.expected }}</td><td>{{ c.regime }}</td>
+{% if audit %}{% set a = audit.rows.get(c.id) %}<td class="audit">{% if not a %}—{% elif a.descriptive %}descriptive{% else %}{{ "%.2f"|format(a.power.rate) }} / {{ "%.2f"|format(a.false_pass.rate) }}
+{% if a.flagged %}<span class="badge fail" title="{{ a.reason }}">flagged</span>{% else %}<span class="badge pass">ok</span>{% endif %}{% endif %}</td>{% endif %}
 <td>{{ badge(c.outcome) }}</td></tr>
 {% endfor %}
 </tbody></table></div>
+{% if audit %}<p class="sub">Audit: {{ audit.sims }} simulations per hypothesis at the {{ audit.scale }} design (noise: {{ audit.noise_source }}); a rule is flagged when its false pass may exceed 0.05, its power fall below 0.8 or its false fail exceed 0.05 (95 % Clopper–Pearson bounds). <span class="mono">audit.json</span> holds H1, H0 and every rate.
+{% for c in audit.controls %}<br>{{ c.kind }} control <b>{{ c.name }}</b> (<span class="mono">{{ c.sets|join(" ") or "as stated" }}</span>, {{ c.scale }}): {% for k, v in c.got.items() %}{{ k }} {{ v }} (expected {{ c.expect[k] }}){% if not loop.last %}, {% endif %}{% endfor %} — {% if c.held %}held{% else %}<b>did not hold</b>{% endif %}{% endfor %}</p>{% endif %}
 {% else %}
 <p class="empty">This run states no claims: its results are reported as measured, without a verdict.</p>
 {% endif %}
@@ -382,6 +387,20 @@ def _claims(verdict: dict) -> list[dict]:
             for c in verdict.get("claims", [])]  # fmt: skip
 
 
+def _audit(path: Path, verdict: dict) -> dict | None:
+    """The audit written beside this run (``attnlab audit ID --from DIR``), if it is of this
+    experiment: its rows by claim id, and its controls."""
+    import json
+
+    try:
+        a = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(a, dict) or a.get("experiment") != verdict.get("experiment"):
+        return None
+    return a | {"rows": {r["id"]: r for r in a.get("claims", [])}, "controls": a.get("controls", [])}
+
+
 def counted(claims: Sequence[dict]) -> int:
     """Claims with a verdict (descriptive measurements are listed apart, not counted)."""
     return sum(c["outcome"] != "descriptive" for c in claims)
@@ -434,6 +453,7 @@ def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], s
     ``tables`` if it has any. The command shown is the verdict's ``command`` if recorded, else
     rebuilt from the id, scale and ``sets``."""
     claims = _claims(verdict)
+    audit = _audit(Path(path).parent / "audit.json", verdict)
     if tables is None:
         tables = getattr(analysis, "tables", None) or []
     prov = verdict.get("provenance") or {}
@@ -461,6 +481,7 @@ def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], s
         description=(getattr(exp, "description", "") or "").strip("\n"),
         spec_rows=_spec_rows(spec),
         sections=sections,
+        audit=audit,
         generator=attnlab_version(),
         written=utc_now(),
     )

@@ -38,6 +38,8 @@ def test_audit_from_a_stored_run_plugs_in_its_noise(smoke, tmp_path):
     assert r.exit_code == 0, r.output
     a = json.loads((run / "audit.json").read_text())  # beside the run it audits
     assert a["noise_source"].startswith("plug-in") and a["scale"] == "smoke" and a["noise"]["steepness"] > 0
+    page = (run / "report.html").read_text()  # the run's report now shows the audit per claim
+    assert "power / false pass" in page and page.count('class="audit"') == len(a["claims"]) >= 1
 
 
 def test_audit_bad_input_is_one_clear_error(tmp_path, smoke):
