@@ -204,3 +204,21 @@ def write(path: Path, result: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, json.dumps(result, indent=2).encode())
     return path
+
+
+def markdown(result: dict) -> str:
+    """One experiment's audit as a Markdown table (the docs' audit page is built from these)."""
+    pct = lambda r: f"{r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r["n"] else "—"
+    lines = [f"### {result['experiment']} ({result['scale']})", "",
+             f"`attnlab audit {result['experiment']} --scale {result['scale']} --sims {result['sims']}` · "
+             f"noise: {result['noise_source']} · {result['seconds']:.0f} s", "",
+             "| claim | regime | H1 | H0 | power | false pass | false fail | flag |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in result["claims"]:
+        flag = "descriptive" if c["descriptive"] else f"**flagged**: {c['reason']}" if c["flagged"] else "ok"
+        lines.append(f"| {c['id']} | {c['regime']} | {c['h1']} | {c['h0']} | {pct(c['power'])} | "
+                     f"{pct(c['false_pass'])} | {pct(c['false_fail'])} | {flag} |")  # fmt: skip
+    for c in result.get("controls", ()):
+        got = ", ".join(f"{k} {v}" for k, v in c["got"].items())
+        lines.append(f"\n{c['kind'].capitalize()} control `{c['name']}` ({' '.join(c['sets']) or 'as stated'}, "
+                     f"{c['scale']}): {got} — {'held' if c['held'] else 'did not hold'}. {c['why']}.")  # fmt: skip
+    return "\n".join(lines) + "\n"

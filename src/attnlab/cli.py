@@ -81,7 +81,7 @@ def reproduce_cmd(
 
 @app.command("audit")
 def audit_cmd(
-    exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`)")],
+    exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`), or all")],
     scale: Annotated[str, typer.Option(help=f"the design audited: one of {', '.join(SCALES)}")] = "cpu",
     sims: Annotated[int, typer.Option(help="simulated data sets per hypothesis")] = 200,
     seed: Annotated[int, typer.Option(help="seed of the simulations")] = 0,
@@ -90,61 +90,68 @@ def audit_cmd(
         typer.Option("--from", help="a results directory: its spec is the design, its noise levels plugged in"),
     ] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="where audit.json goes (default: --from, else results/ID-SCALE-audit)")
+        Path | None, typer.Option("--out", help="where audit.json goes (default: --from, else results/ID-SCALE-audit; "
+                                                "with all: OUT/ID)")
     ] = None,  # fmt: skip
     controls: Annotated[
-        bool,
-        typer.Option(
-            "--controls",
-            help="also run the experiment's positive and negative "
-            "controls (real runs, into OUT/controls/NAME); exit 1 if one fails",
-        ),
-    ] = False,
+        bool, typer.Option("--controls", help="also run the experiment's positive and negative controls (real runs, "
+                                              "into OUT/controls/NAME); exit 1 if one does not hold")
+    ] = False,  # fmt: skip
     quiet: QuietOption = False,
 ) -> None:
     """Power and false-pass rate of every claim's rule under the experiment's own design, on
     simulated data under each claim's H1 and H0 (nothing is trained); writes audit.json. With
     --controls, the experiment's controls are run and judged too (audit.json: "controls")."""
-    from attnlab import audit
-    from attnlab.experiments.base import load_results, table_columns
-
     try:
-        stored = None
-        if from_dir is not None:
-            import pyarrow.parquet as pq
-
-            found = load_results(from_dir)
-            if found.exp.id != exp_id:
-                raise AttnlabError(f"--from {from_dir}: holds {found.exp.id}, not {exp_id}")
-            exp, spec, scale = found.exp, found.spec, found.verdict["scale"]
-            stored = table_columns(pq.read_table(found.out / "results.parquet"))
+        if exp_id == "all":
+            if from_dir is not None:
+                raise AttnlabError("--from: audits one stored run; give its experiment id, not all")
+            results = [_audit_one(i, scale, sims, seed, None, out_dir and out_dir / i, controls and bool(e.controls),
+                                  quiet) for i, e in registry().items()]  # fmt: skip
         else:
-            exp = get(exp_id)
-            spec = exp.spec(scale)
-        target = out_dir or from_dir or Path("results") / f"{exp_id}-{scale}-audit"
-        if target.exists() and not target.is_dir():
-            raise AttnlabError(f"--out {target}: exists and is not a directory")
-        say = None if quiet else (lambda m: err.print(m, highlight=False, markup=False))
-        if controls and not getattr(exp, "controls", ()):
-            raise AttnlabError(f"--controls: {exp_id} declares no controls")
-        result = audit.audit(exp, spec, scale, sims=sims, seed=seed, stored=stored, progress=say)
-        if controls:
-            result["controls"] = [audit.run_control(exp, c, target / "controls" / c.name, progress=not quiet)
-                                  for c in exp.controls]  # fmt: skip
-        path = audit.write(target / "audit.json", result)
-        if from_dir is not None:  # the run's report shows its audit
-            from attnlab.experiments.base import rebuild
-
-            rebuild(found)
+            results = [_audit_one(exp_id, scale, sims, seed, from_dir, out_dir, controls, quiet)]
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
+    if not all(c["held"] for r in results for c in r.get("controls", ())):
+        raise typer.Exit(1)
+
+
+def _audit_one(exp_id, scale, sims, seed, from_dir, out_dir, controls, quiet) -> dict:
+    from attnlab import audit
+    from attnlab.experiments.base import load_results, rebuild, table_columns
+
+    stored = None
+    if from_dir is not None:
+        import pyarrow.parquet as pq
+
+        found = load_results(from_dir)
+        if found.exp.id != exp_id:
+            raise AttnlabError(f"--from {from_dir}: holds {found.exp.id}, not {exp_id}")
+        exp, spec, scale = found.exp, found.spec, found.verdict["scale"]
+        stored = table_columns(pq.read_table(found.out / "results.parquet"))
+    else:
+        exp = get(exp_id)
+        spec = exp.spec(scale)
+    target = out_dir or from_dir or Path("results") / f"{exp_id}-{scale}-audit"
+    if target.exists() and not target.is_dir():
+        raise AttnlabError(f"--out {target}: exists and is not a directory")
+    say = None if quiet else (lambda m: err.print(m, highlight=False, markup=False))
+    if controls and not exp.controls:
+        raise AttnlabError(f"--controls: {exp_id} declares no controls")
+    result = audit.audit(exp, spec, scale, sims=sims, seed=seed, stored=stored, progress=say)
+    if controls:
+        result["controls"] = [audit.run_control(exp, c, target / "controls" / c.name, progress=not quiet)
+                              for c in exp.controls]  # fmt: skip
+    path = audit.write(target / "audit.json", result)
+    if from_dir is not None:  # the run's report shows its audit
+        rebuild(found)
     table = Table(title=f"{exp_id} ({scale}): audit of {len(result['claims'])} rules, {sims} simulations each")
     for col in ("claim", "regime", "power", "false pass", "false fail", "flag"):
         table.add_column(col, overflow="fold")
-    pct = lambda r: f"{r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
+    pct = lambda r: f"{r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r["n"] else "—"
     for c in result["claims"]:
-        flag = f"[red]FLAGGED[/red] {c['reason']}" if c["flagged"] else "[green]ok"
+        flag = "[blue]descriptive" if c["descriptive"] else f"[red]FLAGGED[/red] {c['reason']}" if c["flagged"] else "[green]ok"
         table.add_row(c["id"], c["regime"], pct(c["power"]), pct(c["false_pass"]), pct(c["false_fail"]), flag)
     out.print(table)
     for c in result.get("controls", ()):
@@ -152,8 +159,7 @@ def audit_cmd(
         mark = "[green]held[/green]" if c["held"] else "[red]DID NOT HOLD[/red]"
         out.print(f"{c['kind']} control {c['name']}: {got} — {mark}", highlight=False, soft_wrap=True)
     out.print(f"audit: {path.resolve()}", highlight=False, soft_wrap=True, markup=False)
-    if not all(c["held"] for c in result.get("controls", ())):
-        raise typer.Exit(1)
+    return result
 
 
 @app.command("report")
