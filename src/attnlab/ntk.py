@@ -88,11 +88,216 @@ import numpy as np
 from attnlab.errors import AttnlabError
 
 METHODS = ("auto", "jacobian", "jvp")
+IMPLEMENTATIONS = ("jacobian_contraction", "ntk_vector_products", "auto")
 INITS = ("lecun", "he", "ntk")
 _HI = jax.lax.Precision.HIGHEST  # no reduced-precision matmuls (TF32) in kernels
 
 
 # ---------------------------------------------------------------- empirical NTK
+
+
+def _path(keys) -> str:
+    """A parameter's path as "a/b/0" (dict keys, attribute names, sequence indices)."""
+    name = lambda k: str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))))
+    return "/".join(name(k) for k in keys)
+
+
+def _selected(params, wrt) -> list[str]:
+    """The paths of the leaves differentiated: all (``wrt`` None), those equal to or under one of
+    the paths in ``wrt``, or those for which ``wrt(path)`` is true."""
+    paths = [_path(k) for k, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+    if wrt is None:
+        return paths
+    if callable(wrt):
+        return [q for q in paths if wrt(q)]
+    wrt = (wrt,) if isinstance(wrt, str) else tuple(wrt)
+    unknown = [w for w in wrt if not any(q == w or q.startswith(w + "/") for q in paths)]
+    if unknown:
+        raise AttnlabError(f"ntk.wrt: unknown parameter(s) {unknown}; valid: {', '.join(paths)}")
+    return [q for q in paths if any(q == w or q.startswith(w + "/") for w in wrt)]
+
+
+def _split(params, wrt):
+    """(θ: path -> leaf of the differentiated parameters, rebuild(θ) -> the full pytree)."""
+    flat, tree = jax.tree_util.tree_flatten_with_path(params)
+    chosen = set(_selected(params, wrt))
+    theta = {_path(k): v for k, v in flat if _path(k) in chosen}
+
+    def rebuild(th):
+        return jax.tree_util.tree_unflatten(tree, [th.get(_path(k), v) for k, v in flat])
+
+    return theta, rebuild
+
+
+def _n(X) -> int:
+    return jax.tree.leaves(X)[0].shape[0]
+
+
+def _one(x):
+    return jax.tree.map(lambda a: a[None], x)
+
+
+def _map(fn, xs, chunk):
+    """fn over the leading axis of xs: vmap (chunk None) or lax.map over chunks of ``chunk``."""
+    return jax.vmap(fn)(xs) if chunk is None else jax.lax.map(fn, xs, batch_size=chunk)
+
+
+def _jacobians(g, theta, X, vmap_axes, chunk):
+    """path -> ∂g(θ, X)/∂θ_path of shape (n, *out, *leaf): per sample (vmap_axes = 0: g treats
+    the samples of a batch independently) or of the whole batch (vmap_axes = None)."""
+    if vmap_axes is None:
+        return jax.jacrev(g)(theta, X)
+    return _map(lambda x: jax.tree.map(lambda j: j[0], jax.jacrev(g)(theta, _one(x))), X, chunk)
+
+
+def _contract(J1, J2, k: int, trace, diagonal):
+    """Σ over a leaf's axes of J1[i, o…, p…] J2[j, o'…, p…], with the output axes traced
+    (averaged), diagonal (one axis) or kept (a pair of axes, x1's then x2's)."""
+    letters = iter("abcdefghklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    o1, o2, out = [], [], ["i", "j"]
+    for a in range(1, k + 1):
+        u = next(letters)
+        if a in trace:
+            o1.append(u), o2.append(u)
+        elif a in diagonal:
+            o1.append(u), o2.append(u), out.append(u)
+        else:
+            v = next(letters)
+            o1.append(u), o2.append(v), out.extend((u, v))
+    leaf = "".join(next(letters) for _ in range(J1.ndim - 1 - k))
+    spec = f"i{''.join(o1)}{leaf},j{''.join(o2)}{leaf}->{''.join(out)}"
+    traced = int(np.prod([J1.shape[a] for a in trace]))
+    return jnp.einsum(spec, J1, J2, precision=_HI) / traced
+
+
+def _trace_diagonal(K, k: int, trace, diagonal):
+    """A full kernel (n1, n2, o1_1, o2_1, …) reduced as :func:`_contract` reduces Jacobians."""
+    eye = jnp.ones((), K.dtype)
+    for a in range(k, 0, -1):  # innermost first: axes 2a and 2a + 1 of the remaining kernel
+        i, j = 2 * a, 2 * a + 1
+        if a in trace:
+            K = jnp.trace(K, axis1=i, axis2=j) / K.shape[i]
+        elif a in diagonal:
+            K = jnp.moveaxis(jnp.diagonal(K, axis1=i, axis2=j), -1, i)
+    return K * eye
+
+
+def _vector_products(g, theta, x1, x2, k: int, blocks: bool, chunk):
+    """K from NTK-vector products, J never held: for each output entry (j, o') of x2 the
+    cotangent e gives J₂ᵀe (one vjp), pushed forward through x1 (one jvp): a column J₁J₂ᵀe."""
+    y2, pull = jax.vjp(lambda th: g(th, x2), theta)
+    basis = jnp.eye(y2.size, dtype=y2.dtype).reshape(y2.size, *y2.shape)
+
+    def column(e, only=None):
+        (t,) = pull(e)
+        if only is not None:
+            t = {b: (v if b == only else jnp.zeros_like(v)) for b, v in t.items()}
+        return jax.jvp(lambda th: g(th, x1), (theta,), (t,))[1]  # (n1, *o1)
+
+    def full(only=None):
+        cols = jax.lax.map(lambda e: column(e, only), basis, batch_size=chunk)  # (n2·o2…, n1, *o1)
+        n1, o1 = cols.shape[1], cols.shape[2:]
+        K = cols.reshape(*y2.shape, n1, *o1)  # (n2, o2…, n1, o1…)
+        K = jnp.moveaxis(K, k + 1, 0)  # (n1, n2, o2…, o1…)
+        order = [0, 1] + [q for a in range(k) for q in (2 + k + a, 2 + a)]  # pairs (o1, o2)
+        return jnp.transpose(K, order)
+
+    return {b: full(b) for b in theta} if blocks else {"all": full()}
+
+
+def empirical_ntk_fn(
+    f: Callable,
+    trace_axes: tuple[int, ...] = (-1,),
+    diagonal_axes: tuple[int, ...] = (),
+    vmap_axes: int | None = 0,
+    implementation: str = "jacobian_contraction",
+    wrt=None,
+    blocks: bool = False,
+    chunk: int | None = None,
+    max_bytes: int = 2**30,
+) -> Callable:
+    """The empirical NTK as neural-tangents' ``empirical_ntk_fn`` computes it, returning
+    ``ntk_fn(x1, x2, params)``. ``f(params, x)`` is applied to a batch (leading axis n) and
+    returns (n, *out); ``params`` and ``x`` may be any pytrees (nested dicts, flax-style).
+
+        Θ(x1, x2)[i, j, …] = Σ_θ ∂f(x1)_{i,…}/∂θ · ∂f(x2)_{j,…}/∂θ
+
+    Output axes (of f's output; the batch axis 0 cannot be one): ``trace_axes`` are traced and
+    **averaged** (the trace divided by the axis' size), ``diagonal_axes`` keep only their
+    diagonal (one axis), every other axis appears twice, x1's then x2's. The kernel's shape is
+    (n1, n2) followed by those axes in output order. ``x2 = None`` means x1 (and the kernel is
+    made exactly symmetric). ``vmap_axes``: 0 when f treats the samples of a batch independently
+    (per-sample Jacobians, vmapped; ``chunk`` samples at a time with lax.map), None to take the
+    batch's Jacobian whole. ``implementation``: ``jacobian_contraction`` (the default:
+    Jacobians held, one contraction per parameter), ``ntk_vector_products`` (never holds J:
+    one vjp and one jvp per output entry of x2) or ``auto`` (the first when the Jacobians take
+    at most ``max_bytes``). ``wrt``: the parameters differentiated — paths such as ``"W_Q"`` or
+    ``"block/kernel"`` (a path selects every leaf under it) or a predicate on paths; the others
+    are held fixed. ``blocks=True``: a dict path -> that parameter's kernel (they sum to Θ).
+    Pure JAX: jittable, and vmappable over parameter sets."""
+    if implementation not in IMPLEMENTATIONS:
+        raise AttnlabError(f"ntk.implementation: unknown {implementation!r}; valid: {', '.join(IMPLEMENTATIONS)}")
+    if vmap_axes not in (0, None):
+        raise AttnlabError(f"ntk.vmap_axes: 0 (the batch axis) or None, not {vmap_axes!r}")
+
+    def ntk_fn(x1, x2, params):
+        theta, rebuild = _split(params, wrt)
+        g = lambda th, x: f(rebuild(th), x)
+        out = jax.eval_shape(g, theta, x1)
+        k = len(out.shape) - 1
+        norm = lambda axes: {a % (k + 1) for a in axes}
+        trace, diagonal = norm(trace_axes), norm(diagonal_axes)
+        if 0 in trace | diagonal or trace & diagonal:
+            raise AttnlabError("ntk: trace_axes and diagonal_axes are output axes other than the batch axis 0, "
+                               "and no axis is both")  # fmt: skip
+        how = implementation
+        if how == "auto":
+            n = _n(x1) + (0 if x2 is None else _n(x2))
+            size = sum(int(np.prod(v.shape)) * v.dtype.itemsize for v in theta.values()) * max(1, out.size // _n(x1))
+            how = "jacobian_contraction" if n * size <= max_bytes else "ntk_vector_products"
+        if how == "jacobian_contraction":
+            J1 = _jacobians(g, theta, x1, vmap_axes, chunk)
+            J2 = J1 if x2 is None else _jacobians(g, theta, x2, vmap_axes, chunk)
+            Kb = {b: _contract(J1[b], J2[b], k, trace, diagonal) for b in theta}
+        else:
+            full = _vector_products(g, theta, x1, x1 if x2 is None else x2, k, blocks, chunk)
+            Kb = {b: _trace_diagonal(K, k, trace, diagonal) for b, K in full.items()}
+        if not blocks and "all" not in Kb:
+            Kb = {"all": sum(Kb.values())}
+        if x2 is None:
+            Kb = {b: (K + _swap(K, k, trace, diagonal)) / 2 for b, K in Kb.items()}
+        return Kb if blocks else Kb["all"]
+
+    return ntk_fn
+
+
+def _swap(K, k: int, trace, diagonal):
+    """Θ(x2, x1) from Θ(x1, x2): the sample axes and every kept pair exchanged."""
+    order, pos = [1, 0], 2
+    for a in range(1, k + 1):
+        if a in trace:
+            continue
+        if a in diagonal:
+            order.append(pos)
+            pos += 1
+        else:
+            order += [pos + 1, pos]
+            pos += 2
+    return jnp.transpose(K, order)
+
+
+def part_fn(model: str, fields: dict | None = None, shape: dict | None = None):
+    """(f, wrt, hp) for a model part: ``f(params, X)`` its scalar output on a batch of samples,
+    ``wrt`` the parameters it trains (fixed heads and frozen blocks excluded), ``hp`` its
+    hparams; ``fields`` its ``model.*`` fields (validated, defaults filled), ``shape`` the data
+    model's input shape (e.g. {"tokens": 3, "d": 8})."""
+    from attnlab import problem
+
+    part = problem.part("model", model)
+    values = part.Spec(**dict(fields or {})).model_dump()
+    hp = part.hparams({k: v for k, v in values.items() if k in part.static}, dict(shape or {}))
+    one = _scalar(lambda params, x: part.apply(params, x, hp))
+    return (lambda params, X: jax.vmap(lambda x: one(params, x))(X)), part.trainable(hp), hp
 
 
 def _scalar(apply_fn: Callable) -> Callable:
@@ -107,44 +312,7 @@ def _scalar(apply_fn: Callable) -> Callable:
     return f
 
 
-def _n(X) -> int:
-    return jax.tree.leaves(X)[0].shape[0]
-
-
-def _map(fn, xs, chunk):
-    """fn over the leading axis of xs: vmap (chunk None) or lax.map over chunks of ``chunk``."""
-    return jax.vmap(fn)(xs) if chunk is None else jax.lax.map(fn, xs, batch_size=chunk)
-
-
-def _flat(x, n):
-    return x.reshape(n, -1)
-
-
-def _jacobian_kernel(f, params, X1, X2, chunk):
-    """Per-block kernels from the materialised per-sample Jacobians."""
-    J1 = _map(lambda x: jax.grad(f)(params, x), X1, chunk)
-    J2 = J1 if X2 is None else _map(lambda x: jax.grad(f)(params, x), X2, chunk)
-    n1, n2 = _n(X1), _n(X1 if X2 is None else X2)
-    return {b: jnp.matmul(_flat(J1[b], n1), _flat(J2[b], n2).T, precision=_HI) for b in params}
-
-
-def _jvp_kernel(f, params, X1, X2, blocks, chunk):
-    """Columns K[:, j] = J₁ ∇f(x'_j) by forward-mode products; J is never held."""
-    X2 = X1 if X2 is None else X2
-
-    def column(x2):
-        g = jax.grad(f)(params, x2)
-        if not blocks:
-            push = lambda x1: jax.jvp(lambda p: f(p, x1), (params,), (g,))[1]
-            return {"all": jax.vmap(push)(X1)}
-        out = {}
-        for b in params:
-            push = lambda x1, b=b: jax.jvp(lambda pb: f({**params, b: pb}, x1), (params[b],), (g[b],))[1]
-            out[b] = jax.vmap(push)(X1)
-        return out
-
-    cols = jax.lax.map(column, X2, batch_size=chunk)  # (n2, n1) per block
-    return {b: c.T for b, c in cols.items()}
+METHOD_NAMES = {"auto": "auto", "jacobian": "jacobian_contraction", "jvp": "ntk_vector_products"}
 
 
 def empirical_ntk(
@@ -154,40 +322,24 @@ def empirical_ntk(
     X2=None,
     blocks: bool = False,
     *,
-    wrt: tuple[str, ...] | None = None,
+    wrt=None,
     method: str = "auto",
     chunk: int | None = None,
     max_bytes: int = 2**30,
 ):
-    """The empirical NTK K = J₁ J₂ᵀ (n1, n2) of ``apply_fn(params, x)`` (the scalar output for
-    one sample, or an (f, aux) pair) at ``params``, between the samples of X1 and X2 (per-sample
-    pytrees with a leading sample axis; X2 = None: X1, and K is symmetrised exactly). With
-    ``blocks=True``: a dict parameter name -> its block K^b (they sum to K). ``wrt``: the
-    parameters differentiated (default all; the others are held fixed). ``method``/``chunk``:
-    see the module docstring."""
+    """The empirical NTK K = J₁ J₂ᵀ (n1, n2) of a per-sample model ``apply_fn(params, x)`` (the
+    scalar output for one sample, or an (f, aux) pair) at ``params``, between the samples of X1
+    and X2 (per-sample pytrees with a leading sample axis; X2 = None: X1, K symmetrised
+    exactly): :func:`empirical_ntk_fn` of the batched model. ``blocks=True``: a dict parameter
+    path -> its block K^b; ``wrt``: the parameters differentiated (default all);
+    ``method``: ``jacobian`` | ``jvp`` | ``auto`` (see the module docstring)."""
     if method not in METHODS:
         raise AttnlabError(f"ntk.method: unknown {method!r}; valid: {', '.join(METHODS)}")
-    f0 = _scalar(apply_fn)
-    names = tuple(params) if wrt is None else tuple(wrt)
-    unknown = sorted(set(names) - set(params))
-    if unknown:
-        raise AttnlabError(f"ntk.wrt: unknown parameter(s) {unknown}; valid: {', '.join(params)}")
-    theta = {k: params[k] for k in names}
-    fixed = {k: v for k, v in params.items() if k not in theta}
-    f = lambda th, x: f0({**fixed, **th}, x)
-    if method == "auto":
-        n = _n(X1) + (0 if X2 is None else _n(X2))
-        size = sum(int(np.prod(v.shape)) * v.dtype.itemsize for v in theta.values())
-        method = "jacobian" if n * size <= max_bytes else "jvp"
-    if method == "jacobian":
-        Kb = _jacobian_kernel(f, theta, X1, X2, chunk)
-        if not blocks:
-            Kb = {"all": sum(Kb.values())}
-    else:
-        Kb = _jvp_kernel(f, theta, X1, X2, blocks, chunk)
-    if X2 is None:
-        Kb = {b: (K + K.T) / 2 for b, K in Kb.items()}
-    return Kb if blocks else Kb["all"]
+    one = _scalar(apply_fn)
+    f = lambda params, X: jax.vmap(lambda x: one(params, x))(X)
+    fn = empirical_ntk_fn(f, trace_axes=(), implementation=METHOD_NAMES[method], wrt=wrt, blocks=blocks,
+                          chunk=chunk, max_bytes=max_bytes)  # fmt: skip
+    return fn(X1, X2, params)
 
 
 # ---------------------------------------------------------------- spectra and movement

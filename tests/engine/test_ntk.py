@@ -194,3 +194,78 @@ def test_limit_does_not_hold_under_tau0_sqrt():
                 )
         assert std[0.5, 4096] > 0.5 * std[0.5, 256] and std[0.5, 4096] > 0.5
         assert std[1.0, 4096] == pytest.approx(std[1.0, 256] / 4, rel=0.3)  # ∝ d_m^{−1/2}
+
+
+# ---------------------------------------------------------------- neural-tangents' empirical API
+
+
+def _vector_model():
+    """A two-layer net with a (2, 3) output per sample and nested (flax-style) parameters."""
+    k = jax.random.split(jax.random.PRNGKey(0), 4)
+    params = {"layer": {"kernel": jax.random.normal(k[0], (5, 7)), "bias": jax.random.normal(k[1], (7,))},
+              "head": {"kernel": jax.random.normal(k[2], (7, 6)) / 3}}  # fmt: skip
+
+    def f(p, x):  # x: (n, 5) -> (n, 2, 3)
+        h = jnp.tanh(x @ p["layer"]["kernel"] + p["layer"]["bias"])
+        return (h @ p["head"]["kernel"]).reshape(x.shape[0], 2, 3)
+
+    x1 = jax.random.normal(k[3], (4, 5))
+    x2 = jax.random.normal(jax.random.PRNGKey(9), (3, 5))
+    return f, params, x1, x2
+
+
+def _direct(f, params, x1, x2, only=None):
+    """Θ[i, j, a, b, c, e] = Σ_θ ∂f(x1)_{i,a,b}/∂θ ∂f(x2)_{j,c,e}/∂θ from whole-batch Jacobians."""
+    flat = lambda J, n: jnp.concatenate([v.reshape(n, 2, 3, -1) for path, v in
+                                         jax.tree_util.tree_flatten_with_path(J)[0]
+                                         if only is None or ntk._path(path).startswith(only)], -1)  # fmt: skip
+    J1 = flat(jax.jacobian(lambda p: f(p, x1))(params), x1.shape[0])
+    J2 = flat(jax.jacobian(lambda p: f(p, x2))(params), x2.shape[0])
+    return jnp.einsum("iabp,jcep->ijabce", J1, J2)
+
+
+@pytest.mark.parametrize("implementation", ["jacobian_contraction", "ntk_vector_products"])
+def test_empirical_ntk_fn_matches_a_direct_jacobian_contraction(implementation):
+    f, params, x1, x2 = _vector_model()
+    full = _direct(f, params, x1, x2)  # (n1, n2, 2, 3, 2, 3)
+    fn = lambda **kw: ntk.empirical_ntk_fn(f, implementation=implementation, **kw)(x1, x2, params)
+    close = lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+    # default: the last axis traced and averaged; axis 1 kept as a pair
+    close(fn(), jnp.einsum("ijacbc->ijab", full) / 3)
+    close(fn(trace_axes=()), jnp.transpose(full, (0, 1, 2, 4, 3, 5)))  # pairs (x1's, x2's) per axis
+    close(fn(trace_axes=(1, 2)), jnp.einsum("ijabab->ij", full) / 6)
+    close(fn(trace_axes=(-1,), diagonal_axes=(1,)), jnp.einsum("ijacac->ija", full) / 3)
+    # wrt a subtree of a nested pytree; blocks keyed by the parameter's path and summing to Θ
+    close(fn(trace_axes=(1, 2), wrt=["head"]), jnp.einsum("ijabab->ij", _direct(f, params, x1, x2, "head")) / 6)
+    Kb = fn(trace_axes=(1, 2), blocks=True)
+    assert set(Kb) == {"layer/kernel", "layer/bias", "head/kernel"}
+    close(sum(Kb.values()), fn(trace_axes=(1, 2)))
+    close(Kb["layer/bias"], jnp.einsum("ijabab->ij", _direct(f, params, x1, x2, "layer/bias")) / 6)
+
+
+def test_empirical_ntk_fn_x2_none_is_x1_and_symmetric_and_bad_arguments_are_clear():
+    f, params, x1, _ = _vector_model()
+    K = ntk.empirical_ntk_fn(f, trace_axes=())(x1, None, params)  # (n, n, 2, 2, 3, 3)
+    np.testing.assert_allclose(K, jnp.transpose(K, (1, 0, 3, 2, 5, 4)), rtol=0, atol=0)
+    np.testing.assert_allclose(K, ntk.empirical_ntk_fn(f, trace_axes=())(x1, x1, params), rtol=1e-5, atol=1e-5)
+    with pytest.raises(AttnlabError, match="ntk.wrt: unknown parameter"):
+        ntk.empirical_ntk_fn(f, wrt=["nope"])(x1, None, params)
+    with pytest.raises(AttnlabError, match="batch axis 0"):
+        ntk.empirical_ntk_fn(f, trace_axes=(0,))(x1, None, params)
+    with pytest.raises(AttnlabError, match="ntk.implementation: unknown"):
+        ntk.empirical_ntk_fn(f, implementation="fast")
+
+
+def test_part_fn_differentiates_only_what_the_part_trains():
+    """jiang2024 with a fixed w_O (the paper's default): the helper's wrt leaves w_O out, and the
+    kernel equals the old per-sample call restricted to the trained blocks."""
+    f, wrt, hp = ntk.part_fn("jiang2024", {"d_h": 4, "d_v": 4}, {"d": 8, "tokens": 3})
+    assert "w_O" not in wrt and set(wrt) <= {"W_Q", "W_K", "W_V"}
+    from attnlab import problem
+
+    part = problem.part("model", "jiang2024")
+    params = part.init(jax.random.PRNGKey(0), hp, jnp.float32)
+    X = jax.random.normal(jax.random.PRNGKey(1), (5, 3, 8))
+    K = ntk.empirical_ntk_fn(f, trace_axes=(), wrt=wrt)(X, None, params)
+    old = ntk.empirical_ntk(lambda p, x: part.apply(p, x, hp), params, X, wrt=tuple(wrt), method="jacobian")
+    np.testing.assert_allclose(K, old, rtol=1e-5, atol=1e-6)
