@@ -113,6 +113,9 @@ class Recipe(PartSpec):
     (:data:`attnlab.sweep.grid.HOW`), so the same parameters elsewhere draw the same data."""
 
     loss: Literal["logistic", "hinge", "squared"] = Field("logistic", description="per-sample loss")
+    reduction: Literal["mean", "sum"] = Field(
+        "mean", description="the objective a step follows: the mean (1/n) Σ ℓ_i over the batch, or the sum Σ ℓ_i "
+        "(with the squared loss ℓ = ½(f − y)², the ½·Σ of a paper that sums); recorded losses are means either way")
     optimizer: Literal["gd", "momentum", "adam"] = Field("gd", description="optimiser")
     momentum: float = Field(0.9, ge=0, lt=1, description="momentum (optimizer = momentum)")
     lr: PositiveFloat = Field(0.1, description="learning rate")
@@ -160,6 +163,8 @@ class Recipe(PartSpec):
     def _dump(self, handler):
         """A cell without init_from has neither field, so every earlier cell keeps its id."""
         d = handler(self)
+        if self.reduction == "mean":  # the default is left out of a cell's id, so earlier cells keep theirs
+            d.pop("reduction", None)
         if not self.init_from:
             d.pop("init_from", None)
             d.pop("init_sha256", None)
@@ -462,7 +467,7 @@ class Composition:
         return T.TrainConfig(
             max_steps=r.max_steps, loss_threshold=r.loss_threshold, optimizer=r.optimizer, momentum=r.momentum,
             batch_size=r.batch_size, stop_every=r.stop_every, log_steps=logs, array_log_steps=arrays,
-            save_params=r.save_params,
+            save_params=r.save_params, reduction=r.reduction,
         )  # fmt: skip
 
     def shared(self, static: dict):

@@ -176,18 +176,22 @@ class TrainConfig:
     log_steps: tuple[int, ...] = ()
     array_log_steps: tuple[int, ...] = ()
     save_params: bool = False
+    reduction: str = "mean"  # the objective over a step's samples: mean (1/n) Σ ℓ_i or sum Σ ℓ_i
 
     def __post_init__(self):
         if self.max_steps < 0:
             raise ValueError(f"max_steps must be >= 0, got {self.max_steps}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {self.reduction!r}")
         if self.batch_size < 0 or self.stop_every < 1:
             raise ValueError(f"need batch_size >= 0 and stop_every >= 1, got {self.batch_size}, {self.stop_every}")
         _check_steps("log_steps", self.log_steps, self.max_steps)
         _check_steps("array_log_steps", self.array_log_steps, self.max_steps)
 
 
+REDUCTIONS = ("mean", "sum")
 OPTIMIZERS: dict[str, Callable[..., optax.GradientTransformation]] = {
     "gd": lambda lr, cfg: optax.sgd(lr),  # plain gradient descent, no momentum
     "momentum": lambda lr, cfg: optax.sgd(lr, momentum=cfg.momentum),
@@ -318,16 +322,28 @@ def _batch(cfg: TrainConfig, data, v, t):
 
 def _step_loss(problem: Problem, cfg: TrainConfig, train, fixed, data, v, t):
     """(loss of the step's batch, per-sample aux of that batch), gradient. In the dual form the
-    gradient of a projected W is ∂L/∂P_W: the step of its coefficients A."""
+    gradient of a projected W is ∂L/∂P_W: the step of its coefficients A. The loss is always
+    the mean over the batch's samples; under ``reduction = "sum"`` the step follows the gradient
+    of the sum Σ_i ℓ_i = n·mean (n the batch's real samples), so the recorded losses stay
+    comparable across reductions and only the step changes."""
     if problem.dual is not None:
         P, rest = _dual_split(problem, train, data)
         value, (gP, g) = jax.value_and_grad(_dual_objective(problem, fixed, data), argnums=(0, 1), has_aux=True)(P, rest)
-        return value, {**g, **gP}
+        return value, _reduced(cfg, {**g, **gP}, data["mask"])
     if cfg.batch_size:
         X, y, mask = _batch(cfg, data, v, t)
     else:
         X, y, mask = data["X"], data["y"], data["mask"]
-    return jax.value_and_grad(_objective(problem, fixed, X, y, mask), has_aux=True)(train)
+    value, grads = jax.value_and_grad(_objective(problem, fixed, X, y, mask), has_aux=True)(train)
+    return value, _reduced(cfg, grads, mask)
+
+
+def _reduced(cfg: TrainConfig, grads, mask):
+    """∇ of the step's objective: ∇mean, or ∇sum = n·∇mean."""
+    if cfg.reduction == "mean":
+        return grads
+    n = jnp.sum(mask).astype(jax.tree.leaves(grads)[0].dtype)
+    return jax.tree.map(lambda g: n * g, grads)
 
 
 def _optimizer(problem: Problem, cfg: TrainConfig, lr, train):

@@ -398,3 +398,33 @@ def test_the_reference_is_compiled_once_per_shape_and_gives_the_uncached_numbers
         assert all(f._cache_size() == 1 for f in fns), [f._cache_size() for f in fns]
         for v, c in zip(vs, cached, strict=True):
             assert_same(c, train_reference(comp.problem(static, pads), cfg, v), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- the objective's reduction
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("batch", [0, 3])
+def test_the_sum_reduction_is_the_mean_with_the_step_times_n(fast, batch):
+    """Σ_i ℓ_i over a batch of n real samples has the gradient n·∇mean: gd on the sum at lr η is
+    gd on the mean at lr n·η (N = 6, full batch or batches of 3), on the plain and the dual path,
+    from the same draws; recorded losses are means either way. The vectorised path agrees with
+    the reference, and the default leaves a cell's id alone."""
+    n = batch or 6
+    base = tiny_cell(dtype="float64", loss="squared", mu=8.0, lr=0.01, max_steps=15, loss_threshold=0.0, fast=fast,
+                     batch_size=batch)  # fmt: skip
+    summed = base | {"train.reduction": "sum"}
+
+    def reference(cell, lr):  # the base cell's draws (its key), the cell's recipe
+        comp, static, _ = bucket_of([cell])
+        v = {k: x[0] for k, x in grid.batch_inputs(comp, [base]).items()} | {"lr": lr}
+        pads = {f: cell[f] for f in comp.size_fields()}
+        with x64(cell):
+            return train_reference(comp.problem(static, pads), comp.train_config(static), v)
+
+    keys = ["train_loss", "test_loss", "status", "stop_step"]  # the squared loss has no sign error
+    assert_same(reference(summed, 0.01), reference(base, 0.01 * n), rtol=1e-9, atol=1e-12, metrics=keys)
+    assert_same(cell_of(run_bucket([summed], strategy="sequential"), 0), run_reference(summed), metrics=keys)
+    assert "train.reduction" not in base and grid.cell_id(base) != grid.cell_id(summed)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        TrainConfig(reduction="max")
