@@ -9,7 +9,8 @@ token mask), D the width, H heads of width d_h = D/H:
     for each of the ``depth`` blocks (pre-LN, residual):
         u     = LN₁(z)                                   ∈ R^{L'×D}
         Q, K, V = u W_Q + b_Q,  u W_K,  u W_V + b_V     (head h: columns h·d_h … (h+1)·d_h − 1)
-        φ^h   = softmax over kept keys of Q^h K^hᵀ / √d_h  ∈ R^{L'×L'} (row = query)
+        φ^h   = softmax over kept keys of τ₀ Q^h K^hᵀ,  τ₀ = d_h^(−α)  ∈ R^{L'×L'} (row = query;
+                α = ½ is timm's 1/√d_h; α = 1 the d_m^(−1) scaling of Wu et al. 2023)
         z     = z + [φ^1 V^1, …, φ^H V^H] W_O + b_O
         z     = z + GELU(LN₂(z) W_1 + b_1) W_2 + b_2       (hidden width mlp_ratio·D, exact GELU)
     h     = LN_f(pool(z)),  pool = (1/|S|) Σ_{l∈S} z_l (mean)  or  z_0 (cls)
@@ -43,7 +44,10 @@ would train).
 
 Weight init schemes: ``trunc_normal`` is timm's rule for every Linear, TN(0, 0.02²) truncated at
 ±2σ, applied here to the patch embedding too (timm's convolutional embedding keeps PyTorch's
-default there); ``lecun`` is N(0, 1/fan_in).
+default there); ``lecun`` is N(0, 1/fan_in); ``ntk`` (the NTK parametrisation, as in Wu et al.
+2023) draws every weight N(0, 1) and multiplies it by 1/√fan_in in the forward pass
+(x W/√fan_in), so the function at init is lecun's in distribution while the gradients see the
+multipliers (biases, LayerNorm, ``pos`` and ``cls`` as in the other schemes).
 
 Token mask: dropped tokens are zeroed first (inert, even NaN padding, zero gradient), are no key
 of any query, have all-zero attention rows, and are left out of mean pooling, so dropping token
@@ -58,13 +62,13 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, model_serializer, model_validator
 
 from attnlab.errors import AttnlabError
 from attnlab.models.wu2023 import kept, softmax_keys
 from attnlab.problem import Model, PartSpec
 
-INITS = ("trunc_normal", "lecun")
+INITS = ("trunc_normal", "lecun", "ntk")
 POOLS = ("mean", "cls")
 POS = ("learned", "none")
 LN_EPS = 1e-6
@@ -94,8 +98,9 @@ class Hparams:
     mlp_ratio: float = 4.0  # hidden width of the MLP: int(mlp_ratio · D)
     pool: str = "mean"  # mean | cls
     pos: str = "learned"  # learned | none
-    init: str = "trunc_normal"  # trunc_normal | lecun
+    init: str = "trunc_normal"  # trunc_normal | lecun | ntk
     qkv_bias: bool = True
+    alpha: float = 0.5  # τ₀ = d_h^(−α): ½ is timm's 1/√d_h
 
     def __post_init__(self):
         for name, valid in (("init", INITS), ("pool", POOLS), ("pos", POS)):
@@ -107,6 +112,8 @@ class Hparams:
             raise AttnlabError(f"model.heads: must divide model.D = {self.D}, got {self.heads}")
         if self.d_mlp < 1:
             raise AttnlabError(f"model.mlp_ratio: int(mlp_ratio · D) must be ≥ 1, got {self.mlp_ratio} · {self.D}")
+        if not self.alpha > 0:
+            raise AttnlabError(f"model.alpha: must be > 0 (τ₀ = d_h^(−alpha)), got {self.alpha}")
 
     @property
     def d_h(self) -> int:
@@ -157,7 +164,18 @@ def lecun(key, shapes, fan_ins, dtype):
     return [w / f**0.5 for w, f in zip(_split_flat(z, shapes), fan_ins, strict=True)]
 
 
-WEIGHT_INITS = {"trunc_normal": trunc_normal, "lecun": lecun}
+def standard(key, shapes, fan_ins, dtype):
+    """N(0, 1) for each shape (the ntk scheme: 1/√fan_in is a forward-pass multiplier)."""
+    z = jax.random.normal(key, (sum(map(math.prod, shapes)),), dtype)
+    return _split_flat(z, shapes)
+
+
+WEIGHT_INITS = {"trunc_normal": trunc_normal, "lecun": lecun, "ntk": standard}
+
+
+def multipliers(hp: Hparams) -> dict[str, float]:
+    """The forward-pass multiplier of each weight: 1/√fan_in under ntk, none otherwise."""
+    return {n: fan_in**-0.5 for n, (_, fan_in) in weight_shapes(hp).items()} if hp.init == "ntk" else {}
 
 
 def init(key, hp: Hparams, dtype=jnp.float32):
@@ -216,7 +234,7 @@ def attention(blk, u, keep, hp: Hparams):
     split = lambda Z: Z.reshape(Z.shape[0], hp.heads, hp.d_h).transpose(1, 0, 2)  # (H, L', d_h)
     proj = lambda n: u @ blk["W_" + n] + blk.get("b_" + n, 0)
     Q, K, V = split(proj("Q")), split(proj("K")), split(proj("V"))
-    phi = softmax_keys(Q @ K.transpose(0, 2, 1) / hp.d_h**0.5, keep)  # (H, L', L'), 0 off the kept keys
+    phi = softmax_keys(Q @ K.transpose(0, 2, 1) / hp.d_h**hp.alpha, keep)  # (H, L', L'), 0 off the kept keys
     A = (phi @ V).transpose(1, 0, 2).reshape(u.shape)  # heads concatenated: (L', D)
     return A @ blk["W_O"] + blk["b_O"], phi
 
@@ -235,6 +253,7 @@ def apply(params, x, hp: Hparams):
     aux: ``attn`` φ of every block (depth, H, L', L'), ``mask`` the kept tokens (L',) (the CLS
     token first with pool = cls) and ``features`` h ∈ R^D, the head's input."""
     X, keep = kept(x)
+    params = params | {n: params[n] * c for n, c in multipliers(hp).items()}  # ntk: W/√fan_in
     z = X @ params["W_E"] + params["b_E"]  # (L, D)
     if hp.pool == "cls":
         z = jnp.concatenate([params["cls"][None], z])  # (L', D)
@@ -264,10 +283,21 @@ class Spec(PartSpec):
     mlp_ratio: PositiveFloat = Field(4.0, description="MLP hidden width int(mlp_ratio · D)")
     pool: Literal["mean", "cls"] = Field("mean", description="mean over kept tokens, or a prepended CLS token")
     pos: Literal["learned", "none"] = Field("learned", description="learned positional embedding, or none")
-    init: Literal["trunc_normal", "lecun"] = Field(
-        "trunc_normal", description="weights TN(0, 0.02²) (timm) or N(0, 1/fan_in); biases 0, LayerNorm γ=1 β=0"
+    init: Literal["trunc_normal", "lecun", "ntk"] = Field(
+        "trunc_normal", description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), or N(0, 1) with 1/√fan_in "
+        "in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0"
     )
     qkv_bias: bool = Field(True, description="biases on the queries and values (timm's default; no key bias)")
+    alpha: PositiveFloat = Field(0.5, description="attention logits scaled by τ₀ = d_h^(−alpha): 0.5 is timm's "
+                                 "1/√d_h, 1 the d_m^(−1) scaling of Wu et al. 2023")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        """alpha at timm's ½ is left out of a cell's id, so earlier cells keep theirs."""
+        d = handler(self)
+        if self.alpha == 0.5:
+            d.pop("alpha", None)
+        return d
 
     @model_validator(mode="after")
     def _widths(self):

@@ -24,6 +24,7 @@ CONFIGS = {
     "mean-none": dict(pool="mean", pos="none", qkv_bias=False),
     "cls-learned": dict(pool="cls", pos="learned", qkv_bias=False),
     "cls-none": dict(pool="cls", pos="none", qkv_bias=True),
+    "mean-ntk-alpha1": dict(pool="mean", pos="learned", qkv_bias=True, init="ntk", alpha=1.0),  # Wu et al.'s scaling
 }
 OPTIONS = pytest.mark.parametrize("name", list(CONFIGS))
 
@@ -67,6 +68,10 @@ def ln(u, g, b):
 def reference_f(params, X, hp, keep=None):
     """f(X) token by token and head by head; returns (f, φ (depth, H, L', L'))."""
     P = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    if hp.init == "ntk":  # N(0, 1) weights, 1/√fan_in in the forward pass
+        fan_in = {"W_E": hp.d, "W_Q": hp.D, "W_K": hp.D, "W_V": hp.D, "W_O": hp.D, "W_1": hp.D,
+                  "W_2": int(hp.mlp_ratio * hp.D), "w_head": hp.D}  # fmt: skip
+        P |= {k: P[k] / math.sqrt(f) for k, f in fan_in.items()}
     X = np.asarray(X, np.float64)
     keep = np.ones(len(X), bool) if keep is None else np.asarray(keep)
     z = [X[l] @ P["W_E"] + P["b_E"] for l in range(len(X))]
@@ -86,7 +91,7 @@ def reference_f(params, X, hp, keep=None):
         for h in range(hp.heads):
             cols = slice(h * dh, (h + 1) * dh)
             for t in S:
-                logits = np.array([proj["Q"][t][cols] @ proj["K"][s][cols] / math.sqrt(dh) for s in S])
+                logits = np.array([proj["Q"][t][cols] @ proj["K"][s][cols] * dh ** (-hp.alpha) for s in S])
                 e = np.exp(logits - logits.max())
                 for i, s in enumerate(S):
                     phis[k, h, t, s] = e[i] / e.sum()
@@ -161,6 +166,16 @@ def test_init_schemes():
             np.testing.assert_array_equal(p[k], 1.0)
         for k in ("ln1_b", "ln2_b", "lnf_b", "b_E", "b_Q", "b_V", "b_O", "b_1", "b_2", "b_head"):
             np.testing.assert_array_equal(p[k], 0.0)
+    # ntk: N(0, 1) weights whose forward multipliers 1/√fan_in make them lecun's draws, so the
+    # function at init is lecun's (the gradients differ by the multipliers)
+    nt = model.init(jax.random.PRNGKey(0), model.Hparams(**hp, init="ntk"))
+    mult = model.multipliers(model.Hparams(**hp, init="ntk"))
+    assert set(mult) == {"W_E", "W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w_head"}
+    for k, c in mult.items():
+        np.testing.assert_allclose(nt[k] * c, lc[k], rtol=1e-6, atol=1e-7)
+    X = jax.random.normal(jax.random.PRNGKey(3), (4, 32))
+    f_nt = model.apply(nt, X, model.Hparams(**hp, init="ntk"))[0]
+    assert float(f_nt) == pytest.approx(float(model.apply(lc, X, model.Hparams(**hp, init="lecun"))[0]), rel=1e-5)
     # an option's extra parameter does not shift the other draws
     cls = model.init(jax.random.PRNGKey(0), model.Hparams(**hp, init="lecun", pool="cls", qkv_bias=False))
     assert float(jnp.max(jnp.abs(cls["cls"]))) < 1e-5
@@ -291,6 +306,17 @@ def test_engine_adam_equals_the_reference():
     out = run_bucket([cell], strategy="sequential")
     ref = run_reference(cell)
     assert_same(cell_of(out, 0), ref)
-    hp = model.PART.hparams({k: cell[f"model.{k}"] for k in model.Spec.model_fields}, {"tokens": 4, "d": 6})
+    hp = model.PART.hparams({k: cell[f"model.{k}"] for k in model.Spec.model_fields if f"model.{k}" in cell},
+                            {"tokens": 4, "d": 6})  # fmt: skip
     assert set(ref["params"]) == set(model.trainable(hp))
     assert ref["traces"]["train_loss"][-1] < ref["traces"]["train_loss"][0]
+
+
+def test_the_scaling_and_init_fields_leave_earlier_cell_ids_alone():
+    """alpha at timm's ½ is not in a cell (so li2023-fig5's cells keep their ids); other values are."""
+    spec = lambda **kw: ExperimentSpec(data={"name": "images", "dataset": "cifar10"}, model={"name": "vit"} | kw)
+    cell = lambda **kw: expand(spec(**kw))[0]
+    assert "model.alpha" not in cell() and cell(alpha=1.0)["model.alpha"] == 1.0
+    assert cell(init="ntk")["model.init"] == "ntk"
+    with pytest.raises(Exception, match="alpha"):
+        spec(alpha=0.0) and cell(alpha=0.0)
