@@ -134,12 +134,16 @@ def judge(h1: list[str], h0: list[str]) -> dict[str, Any]:
 
 
 def outcomes_of(analyse: Callable[[dict], Any], simulate: Callable[[np.random.Generator], dict], sims: int,
-                seed: tuple[int, ...]) -> list[dict[str, str]]:  # fmt: skip
-    """claim id -> outcome, for each of ``sims`` simulated data sets (seeded by ``seed`` + index)."""
+                seed: tuple[int, ...], why: dict[str, str] | None = None) -> list[dict[str, str]]:  # fmt: skip
+    """claim id -> outcome, for each of ``sims`` simulated data sets (seeded by ``seed`` + index);
+    ``why`` collects the detail of each claim reported as descriptive (why it is a measurement)."""
     out = []
     for k in range(sims):
         cols = simulate(np.random.default_rng([*seed, k]))
-        out.append({c.id: c.outcome for c in analyse(cols).claims})
+        claims = analyse(cols).claims
+        out.append({c.id: c.outcome for c in claims})
+        if why is not None:
+            why.update({c.id: c.detail for c in claims if c.outcome == "descriptive"})
     return out
 
 
@@ -166,9 +170,11 @@ def audit(exp, spec, scale: str, sims: int = 200, seed: int = 0, stored: dict[st
     t0 = time.perf_counter()
     worlds: dict[str, list[dict[str, str]]] = {}  # simulations are shared by the claims of one world
 
+    why: dict[str, str] = {}
+
     def simulated(world: dict, n: int, stream: int) -> list[dict[str, str]]:
         sim = lambda rng: design.simulate(world, noise, spec, cells, rng)
-        return outcomes_of(lambda cols: exp.analyse(cols, spec), sim, n, (seed, stream))
+        return outcomes_of(lambda cols: exp.analyse(cols, spec), sim, n, (seed, stream), why)
 
     def outcomes(h: Hypothesis) -> list[dict[str, str]]:
         key = json.dumps(h.world, sort_keys=True)
@@ -190,7 +196,7 @@ def audit(exp, spec, scale: str, sims: int = 200, seed: int = 0, stored: dict[st
         row = {"id": ca.claim, "regime": exp.regime, "h1": ca.h1.statement, "h1_source": ca.h1.source,
                "h0": ca.h0.statement, "h0_source": ca.h0.source, **judge(h1, h0), "descriptive": descriptive}  # fmt: skip
         if descriptive:
-            row.update(flagged=False, reason="reported as a measurement at this design")
+            row.update(flagged=False, reason=why.get(ca.claim) or "reported as a measurement at this design")
         rows.append(row)
     return {
         "experiment": exp.id, "scale": scale, "sims": sims, "seed": seed, "noise": noise,
@@ -214,9 +220,13 @@ def markdown(result: dict) -> str:
              f"noise: {result['noise_source']} · {result['seconds']:.0f} s", "",
              "| claim | regime | H1 | H0 | power | false pass | false fail | flag |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in result["claims"]:
-        flag = "descriptive" if c["descriptive"] else f"**flagged**: {c['reason']}" if c["flagged"] else "ok"
-        lines.append(f"| {c['id']} | {c['regime']} | {c['h1']} | {c['h0']} | {pct(c['power'])} | "
-                     f"{pct(c['false_pass'])} | {pct(c['false_fail'])} | {flag} |")  # fmt: skip
+        if c["descriptive"]:
+            rates = ["—"] * 3
+            flag = f"descriptive: {c['reason'].split(';')[0]}"
+        else:
+            rates = [pct(c[k]) for k in ("power", "false_pass", "false_fail")]
+            flag = f"**flagged**: {c['reason']}" if c["flagged"] else "ok"
+        lines.append(f"| {c['id']} | {c['regime']} | {c['h1']} | {c['h0']} | {' | '.join(rates)} | {flag} |")
     for c in result.get("controls", ()):
         got = ", ".join(f"{k} {v}" for k, v in c["got"].items())
         lines.append(f"\n{c['kind'].capitalize()} control `{c['name']}` ({' '.join(c['sets']) or 'as stated'}, "

@@ -117,3 +117,20 @@ def test_the_phase_simulator_draws_the_experiments_design():
     h0 = exp.audit.simulate(exp.audit.claims[0].h0.world, exp.audit.noise, spec, cells, np.random.default_rng(1))
     slope = {c.id: c for c in exp.analyse(h0, spec).claims}["slope"].measured["slope"]
     assert slope == pytest.approx(-1.0, abs=0.15)
+
+
+def test_a_descriptive_claim_keeps_its_reason_and_the_markdown_table_shows_it():
+    class Descriptive(Toy):
+        def analyse(self, cols, spec):
+            v = rules.Verdict(rules.DESCRIPTIVE, {"x": 1.0}, "a rule", "")
+            return Analysis(claims=[Claim.of("c", "toy", v, "descriptive below 500 runs (this run: 12)")])
+
+    exp = Descriptive(SIGN, gain_at(10), H1, H0)
+    result = audit.audit(exp, None, "smoke", sims=5, seed=0)
+    (row,) = result["claims"]
+    assert row["descriptive"] and not row["flagged"] and row["reason"].startswith("descriptive below 500 runs")
+    md = audit.markdown(result)
+    assert "| c | investigation |" in md and "— | — | — | descriptive: descriptive below 500 runs" in md
+    # five simulations cannot show a sound rule sound: the table says flagged, with the bound
+    md = audit.markdown(audit.audit(Toy(SIGN, gain_at(10), H1, H0), None, "smoke", sims=5))
+    assert "| 1.00 [0.48, 1.00] |" in md and "**flagged**: false pass up to 0.522 > 0.05" in md
