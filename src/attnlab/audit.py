@@ -232,3 +232,30 @@ def markdown(result: dict) -> str:
         lines.append(f"\n{c['kind'].capitalize()} control `{c['name']}` ({' '.join(c['sets']) or 'as stated'}, "
                      f"{c['scale']}): {got} — {'held' if c['held'] else 'did not hold'}. {c['why']}.")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+PAGE_HEAD = """# The claims audit
+
+Every claim's pass rule judged on simulated data at its experiment's own design (nothing is
+trained): power P(pass | H1), false pass P(pass | H0) and false fail P(fail | H1), each with its
+95 % Clopper–Pearson interval. A rule is **flagged** when its false pass may exceed 0.05, its
+power may fall below 0.8, or its false fail may exceed 0.05; a *descriptive* claim is a
+measurement at that design (its reason says from which size it is judged). Built with
+`python -m attnlab.audit results/*/audit.json > docs/audit.md` from the runs of
+`attnlab audit ID --scale cpu` (or `--from` a cpu run, which plugs in its noise levels).
+"""
+
+
+def page(results: list[dict]) -> str:
+    """The docs page of several audits, in `attnlab list` order."""
+    from attnlab.experiments import registry
+
+    order = {k: i for i, k in enumerate(registry())}
+    results = sorted(results, key=lambda r: (order.get(r["experiment"], len(order)), r["scale"]))
+    return PAGE_HEAD + "\n" + "\n".join(markdown(r) for r in results)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(page([json.loads(Path(p).read_text()) for p in sys.argv[1:]]), end="")
