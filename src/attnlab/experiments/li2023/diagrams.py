@@ -23,6 +23,7 @@ from attnlab import rules
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Claim, merge, rounded
 from attnlab.experiments.li2023 import phase
+from attnlab.experiments.li2023.audit import diagram_design
 from attnlab.experiments.li2023.phase import Diagram, DiagramSpec
 
 TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]
@@ -31,6 +32,12 @@ TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]
 # 2.4-fold range in α_* (the paper's Fig. 1 grid spans 1.9-fold, its Fig. 2 grid 1.13-fold).
 ALPHA_CPU = [0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.24]
 N_CPU = [10, 20, 40, 80, 160, 320]
+# the audit's default noise (see :mod:`.audit`): the steepness of P(success) in log N, and the level, N-slope and
+# scatter of log T, plugged in from each id's cpu-scale run
+NOISE_FIG1 = {"steepness": 2.71, "T_mid": 85.3, "T_N": 0.129, "T_sd": 0.116}
+NOISE_FIG2 = {"steepness": 1.86, "T_mid": 137.6, "T_N": 0.29, "T_sd": 0.213}
+NOISE_NOISE = {"steepness": 1.58, "T_mid": 81.9, "T_N": 0.113, "T_sd": 0.114}
+NOISE_INITERROR = {"steepness": 4.10, "T_mid": 127.2, "T_N": 0.224, "T_sd": 0.201}
 SMOKE = dict(
     data={"d": 24, "M": 6, "L": 12, "alpha_star": [0.25, 0.5], "N": [8, 32], "n_test": 50},
     model={"m": 16, "m_a": 8, "m_b": 8}, train={"max_steps": 60}, reps=2, n_boot=20, tune_lr=[0.2, 0.5],
@@ -97,6 +104,7 @@ class Fig1(AlphaDiagram):
     id = "li2023-fig1"
     title = "Li et al. 2023, Fig. 1: ViT success rate over (α_*⁻², N)"
     power, favoured = 2.0, 2.0
+    audit = diagram_design(NOISE_FIG1, "default: measured on a cpu-scale run of li2023-fig1")
     scales = {
         "smoke": SMOKE,
         "cpu": dict(data={"alpha_star": ALPHA_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR),
@@ -110,6 +118,7 @@ class Fig2(AlphaDiagram):
     id = "li2023-fig2"
     title = "Li et al. 2023, Fig. 2: attention-free baseline success rate over (α_*⁻⁴, N)"
     power, favoured = 4.0, 4.0
+    audit = diagram_design(NOISE_FIG2, "default: measured on a cpu-scale run of li2023-fig2")
     scales = {
         "smoke": SMOKE | {"model": {"m": 16, "m_a": 8}},
         "cpu": dict(data={"alpha_star": ALPHA_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, p_margin=(3.0, 5.0)),
@@ -131,6 +140,7 @@ class Noise(ShiftDiagram):
     id = "li2023-noise"
     title = "Li et al. 2023: ViT success rate over (τ, N)"
     axis = "data.tau"
+    audit = diagram_design(NOISE_NOISE, "default: measured on a cpu-scale run of li2023-noise")
     scales = {
         "smoke": SMOKE | {"data": SMOKE["data"] | {"alpha_star": 0.5, "tau": [0.1, 0.4]}},
         "cpu": dict(data={"alpha_star": 0.16, "tau": [0.1, 0.15, 0.2, 0.25], "N": N_CPU}, reps=6, tune_lr=TUNE_LR),
@@ -143,6 +153,7 @@ class InitError(ShiftDiagram):
     id = "li2023-init-error"
     title = "Li et al. 2023: ViT success rate over (initial value error σ, N)"
     axis = "model.sigma"
+    audit = diagram_design(NOISE_INITERROR, "default: measured on a cpu-scale run of li2023-init-error")
     scales = {
         "smoke": SMOKE | {"model": {"init": "near_identity", "m": 16, "m_a": 0, "m_b": 0, "sigma": [0.1, 2.0]},
                           "data": SMOKE["data"] | {"alpha_star": 0.5, "d": 6}},

@@ -43,6 +43,7 @@ from pydantic import Field, PositiveFloat
 from attnlab import plots, rules
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary
+from attnlab.experiments.li2023.audit import ATTENTION
 
 
 class Spec(ExperimentSpec):
@@ -68,6 +69,7 @@ class Fig3(Experiment):
     title = "Li et al. 2023, Fig. 3: attention concentration over iterations"
     description = __doc__
     Spec = Spec
+    audit = ATTENTION
     scales = {
         "smoke": dict(data={"M": 6, "d": 6, "L": 12, "N": 16, "n_test": 50}, model={"m": 16},
                       train={"max_steps": 30, "log_every": 5, "log_dense_until": 10}, reps=3),

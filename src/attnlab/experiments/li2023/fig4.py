@@ -48,6 +48,7 @@ from attnlab.experiments.base import (
     t_summary,
     trained_cells,
 )
+from attnlab.experiments.li2023.audit import SPARSIFICATION
 from attnlab.train import stream
 
 
@@ -86,6 +87,7 @@ class Fig4(Experiment):
     title = "Li et al. 2023, Fig. 4: test loss vs tokens removed, per sparsification strategy"
     description = __doc__
     Spec = Spec
+    audit = SPARSIFICATION
     scales = {
         "smoke": dict(
             data={"d": 24, "M": 6, "L": 12, "alpha_star": 0.25, "N": 16, "n_test": 50},

@@ -60,6 +60,7 @@ from attnlab import plots, rules
 from attnlab.data import images
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, rounded, t_summary
+from attnlab.experiments.li2023.audit import IMAGES
 from attnlab.problem import write_params
 
 INITS = ("pretrained", "scratch")
@@ -149,6 +150,7 @@ class Fig5(Experiment):
     title = "Li et al. 2023, Fig. 5: accuracy vs α_* on real images with spurious patches, pretrained ViT"
     description = __doc__
     Spec = Spec
+    audit = IMAGES
     tags = ("stage", "init")
     scales = {
         "smoke": dict(

@@ -29,6 +29,7 @@ the column's failures are Bayes error (noise, confusion tokens), not a sample-si
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,27 @@ def _crossing(logN: np.ndarray, s: np.ndarray) -> float:
     return float(np.exp(-b[0] / b[1])) if b[1] > 1e-9 else np.nan
 
 
+def _resampled(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Counts (n_boot, n) of each row in ``n_boot`` resamples, each drawn as ``rng.integers(0, n, n)``."""
+    idx = np.array([rng.integers(0, n, n) for _ in range(n_boot)], int).reshape(n_boot, n)
+    return np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n).reshape(n_boot, n)
+
+
+def _ratios(Z: np.ndarray, s: np.ndarray, W: np.ndarray, num, den: int) -> np.ndarray:
+    """num(β)/β[den] of the logistic fit of every resample (rows counted W[b] times; NaN without
+    both outcomes or with β[den] ≤ 1e-9): :func:`attnlab.theory.logistic_fit` one resample at a
+    time, batched (the same fits up to rounding; the audit analyses thousands of data sets)."""
+    k = W @ s
+    both = (k > 0) & (k < W.sum(1))
+    out = np.full(len(W), np.nan)
+    if both.any():
+        b = theory._irls_batch(Z, s, W[both].astype(float), 1e-4, 100)
+        ok = b[:, den] > 1e-9
+        with np.errstate(over="ignore"):
+            out[np.flatnonzero(both)[ok]] = num(b[ok]) / b[ok, den]
+    return out
+
+
 def column(x: float, N: np.ndarray, success: np.ndarray, n_boot: int, rng: np.random.Generator) -> Column:
     """N_c of one column from its runs (N, success). A crossing fitted outside the grid's N range
     is censored (below / above grid), never extrapolated."""
@@ -83,7 +105,8 @@ def column(x: float, N: np.ndarray, success: np.ndarray, n_boot: int, rng: np.ra
     else:
         status = CROSSED if np.isfinite(value) else FLAT
     value = value if status == CROSSED else np.nan
-    boots = np.array([_crossing(logN[i], s[i]) for i in (rng.integers(0, len(s), len(s)) for _ in range(n_boot))])
+    Z = np.column_stack([np.ones_like(logN), logN])
+    boots = np.exp(_ratios(Z, s, _resampled(len(s), n_boot, rng), lambda b: -b[:, 0], 1))  # _crossing per resample
     finite = boots[np.isfinite(boots)]
     lo, hi = np.percentile(finite, [2.5, 97.5]) if status == CROSSED and len(finite) >= n_boot // 2 else (np.nan,) * 2
     return Column(float(x), value, float(lo), float(hi), status, boots, rate)
@@ -130,14 +153,14 @@ def shift(x: np.ndarray, N: np.ndarray, success: np.ndarray, n_boot: int, seed: 
     if s.all() or not s.any():
         return theory.Estimate.missing()
     Z = np.column_stack([np.ones_like(s), np.log(N.astype(float)), x.astype(float)])
-
-    def stat(idx):
-        if s[idx].all() or not s[idx].any():
-            return np.nan
-        b, _ = theory.logistic_fit(Z[idx], s[idx])
-        return -b[2] / b[1] if b[1] > 1e-9 else np.nan
-
-    return theory.Estimate(*theory.bootstrap(stat, len(s), n_boot, seed), n_boot=n_boot)
+    b, _ = theory.logistic_fit(Z, s)
+    value = -b[2] / b[1] if b[1] > 1e-9 else np.nan
+    # theory.bootstrap's resamples and percentile interval, the fits batched
+    boots = _ratios(Z, s, _resampled(len(s), n_boot, np.random.default_rng(seed)), lambda b: -b[:, 2], 1)
+    boots = boots[np.isfinite(boots)]
+    if len(boots) < max(10, n_boot // 2):
+        return theory.Estimate(value, np.nan, np.nan, n_boot=n_boot)
+    return theory.Estimate(value, *np.percentile(boots, [2.5, 97.5]), n_boot=n_boot)
 
 
 def iterations(alpha: np.ndarray, N: np.ndarray, steps: np.ndarray, n_boot: int, seed: int) -> theory.Estimate:
@@ -193,17 +216,24 @@ _FIELDS = ("alpha_star", "alpha_hash", "tau", "M", "d", "L", "kappa", "noise", "
            "counts")  # fmt: skip
 
 
+_FLOORS: dict = {}  # oracle_floor's answers: they depend on the spec only, and the audit analyses one spec many times
+
+
 def oracle_floor(data: dict, axis: str, xs, n: int = 4000, seed: int = 0) -> list[float]:
     """Error of the oracle per-token rule on ``n`` fresh test-set samples of each column. ``data``:
     the spec's data fields (grid axes other than ``axis`` are left at their defaults; α_# left
     unset follows each column's α_*/6); ``axis``: the column's data field, or None when the
     columns are not a data field (the same floor for every column)."""
+    key = (json.dumps(data, sort_keys=True, default=repr), axis, tuple(float(x) for x in xs), n, seed)
+    if key in _FLOORS:
+        return list(_FLOORS[key])
     base = {k: v for k, v in data.items() if k not in ("name", "N") and not isinstance(v, list)}
     out = []
     for x in xs:
         fields = ldata.Spec(**base | ({axis: float(x)} if axis else {})).model_dump()
         X, y = ldata.dataset(jax.random.PRNGKey(seed), n, train=False, **{k: fields[k] for k in _FIELDS})
         out.append(float(ldata.oracle_error(X, y, M=fields["M"], kappa=fields["kappa"])))
+    _FLOORS[key] = tuple(out)
     return out
 
 
