@@ -56,6 +56,7 @@ from scipy import stats
 
 from attnlab import ntk, plots, rules
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary, trained_cells
+from attnlab.experiments.wu2023.audit import gram_design
 
 KERNELS = ("input", "relu")
 
@@ -147,6 +148,7 @@ class DataGram(Experiment):
     title = "Wu et al. 2023: the data assumption — λ_min of the data Gram matrices of MNIST patches vs N and d"
     description = __doc__
     Spec = Spec
+    audit = gram_design()
     scales = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
     assumptions = (
         "The sheet does not name the Gram matrix of the paper's data assumption: two are measured, the flattened "

@@ -140,6 +140,7 @@ from attnlab.experiments.wu2023.analysis import (
     stability_verdict,
     trace,
 )
+from attnlab.experiments.wu2023.audit import calibration, dynamics_design, init_design
 
 DOC = __doc__  # (inside a class body with its own docstring, __doc__ is that docstring)
 
@@ -184,8 +185,9 @@ class Dynamics(Experiment):
         "docstring); flagged runs (γ_eff·λ_max(K₀)/N > 2, diverged, or final loss ≥ initial) are left out of fits.",
     ) + common.ASSUMPTIONS
 
-    def __init__(self, id: str, alpha: float, title: str):
+    def __init__(self, id: str, alpha: float, title: str, audit):
         self.id, self.alpha, self.title = id, alpha, title
+        self.audit = audit  # the audit design of its claims (:mod:`.audit`), at its own measured levels
 
     def defaults(self):
         return merge(common.DEFAULTS, {"model": {"alpha": self.alpha}, "train": TRAIN})
@@ -290,8 +292,11 @@ class Dynamics(Experiment):
         return plots.save(fig, out, self.id.replace("wu2023-", "") + "_dynamics")
 
 
-FIG1 = Dynamics("wu2023-fig1", 0.5, "Wu et al. 2023, Fig. 1: training dynamics, τ₀ = d_m^−1/2")
-FIG9 = Dynamics("wu2023-fig9", 1.0, "Wu et al. 2023, Fig. 9: training dynamics, τ₀ = d_m^−1")
+# the median γ_eff·λ_max(K₀)/N and the drifts at d_m = 16 of the cpu runs (docstring; fig9's drift levels as fig1's)
+FIG1 = Dynamics("wu2023-fig1", 0.5, "Wu et al. 2023, Fig. 1: training dynamics, τ₀ = d_m^−1/2",
+                dynamics_design(ratio=0.70, kernel_level=4.6, weight_level=0.72))  # fmt: skip
+FIG9 = Dynamics("wu2023-fig9", 1.0, "Wu et al. 2023, Fig. 9: training dynamics, τ₀ = d_m^−1",
+                dynamics_design(ratio=0.36, kernel_level=4.6, weight_level=0.72))  # fmt: skip
 
 
 # ---------------------------------------------------------------- init
@@ -319,6 +324,8 @@ class InitComparison(Experiment):
     Spec = InitSpec
     scales = {"smoke": INIT_SMOKE, "cpu": INIT_CPU, "paper": INIT_PAPER}
     tags = ("compare",)
+    # staged: the 'ratio' runs' lr comes from the calibration stage, answered by the kernel model
+    audit = init_design(lambda spec: INIT.cells(spec, run=calibration))
     assumptions = (
         "Same γ: one raw lr = γ·16/max(d_m) for every init and width; same ratio: lr = c·N/λ̄_max(K₀) per (init, "
         "width), λ̄_max the median step-0 λ_max of the same-γ runs (their own draws: the tag is part of the key).",

@@ -57,6 +57,7 @@ from attnlab.experiments.base import (
     t_summary,
     trained_cells,
 )
+from attnlab.experiments.wu2023.audit import limit_design
 from attnlab.models import wu2023 as wu_model
 
 MEASURES = ("ntk_error", "qk_share", "logit_std", "attn_tv", "attn_entropy")
@@ -185,6 +186,7 @@ class Limit(Experiment):
     title = "Wu et al. 2023: the τ₀ = d_m^−1 NTK limit, logit scale and the unit-norm pitfall"
     description = __doc__
     Spec = Spec
+    audit = limit_design()
     scales = {
         "smoke": dict(data={"N": 6, "token_norm": ["d", "unit"]}, model={"d_m": 32, "alpha": [0.5, 1.0]}, reps=2,
                       n_ntk=6, n_boot=20),  # fmt: skip

@@ -118,6 +118,7 @@ from attnlab.experiments.wu2023.analysis import (
     stability_claim,
     trace,
 )
+from attnlab.experiments.wu2023.audit import mnist_design
 from attnlab.experiments.wu2023.limit import welch
 
 ALPHAS = (0.5, 1.0)
@@ -200,6 +201,7 @@ class VitMnist(Experiment):
     title = "Wu et al. 2023, Sec. 5.2: training loss on MNIST patches across widths, scalings and inits"
     description = __doc__
     Spec = Spec
+    audit = mnist_design()
     scales = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
     assumptions = (
         "MNIST 3 vs 8 (labels ±1), 7×7 patches: 16 tokens of d = 49; pixels standardised over the pair's training "

@@ -63,6 +63,7 @@ from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.li2023.phase import CROSSED
+from attnlab.experiments.wu2023.audit import width_design
 
 
 class Spec(ExperimentSpec):
@@ -160,6 +161,7 @@ class Width(Experiment):
     title = "Wu et al. 2023: the smallest width that trains to zero loss, as a function of N"
     description = __doc__
     Spec = Spec
+    audit = width_design()
     scales = {
         "smoke": dict(
             data={"N": [4, 8], "n_test": 4},

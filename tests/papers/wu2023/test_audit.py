@@ -1,0 +1,118 @@
+"""The wu2023 audit designs (:mod:`attnlab.experiments.wu2023.audit`): every id's design runs at
+smoke and cpu scale with a row per declared claim; its simulator draws the experiment's own
+design (one row per cell, the same grid values, blocks, reps, steps and staging); and known
+answers: the ``linear`` rule passes a 1/(1 + t/10) decay (a false pass), ``alpha-half`` cannot
+fail, a width linear in N passes the quadratic bound."""
+
+import dataclasses
+import types
+
+import numpy as np
+import pytest
+
+from attnlab import audit
+from attnlab.experiments import get
+from attnlab.train import log_schedule
+
+IDS = ("wu2023-fig1", "wu2023-fig9", "wu2023-init", "wu2023-width", "wu2023-ntk-limit", "wu2023-data-gram",
+       "wu2023-vit-mnist")  # fmt: skip
+KEYS = ("data.N", "data.patch", "data.token_norm", "model.d_m", "model.alpha", "model.init", "compare", "train.lr",
+        "block", "rep")  # fmt: skip
+SIMS = 20
+
+
+def only(exp, claim: str):
+    """``exp`` with its audit design restricted to one claim (a faster audit of that rule)."""
+    design = dataclasses.replace(exp.audit, claims=tuple(c for c in exp.audit.claims if c.claim == claim))
+    return types.SimpleNamespace(id=exp.id, regime=exp.regime, audit=design, cells=exp.cells, analyse=exp.analyse)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu"])
+@pytest.mark.parametrize("exp_id", IDS)
+def test_every_design_runs_with_a_row_per_claim(exp_id, scale):
+    exp = get(exp_id)
+    res = audit.audit(exp, exp.spec(scale), scale, sims=2, seed=0)
+    assert [r["id"] for r in res["claims"]] == [c.claim for c in exp.audit.claims]
+    for r in res["claims"]:
+        assert r["power"]["n"] == 2 and r["false_pass"]["n"] == 2 and r["h1_source"] and r["h0_source"]
+
+
+@pytest.mark.parametrize("exp_id", IDS)
+def test_the_simulator_draws_the_experiments_design(exp_id):
+    """One simulated row per cell of the (staged) design, with the cells' own grid values, lr,
+    blocks and reps, and traces on the cells' own log schedule."""
+    exp = get(exp_id)
+    spec = exp.spec("cpu", ["seeds=2"])
+    design = exp.audit
+    cells = design.cells(spec) if design.cells else exp.cells(spec)
+    cols = design.simulate(design.claims[0].h1.world, design.noise, spec, cells, np.random.default_rng(0))
+    for k in KEYS:
+        if k in cells[0]:
+            assert cols[k].tolist() == [c[k] for c in cells], k
+    assert {len(v) for v in cols.values()} == {len(cells)}
+    assert set(cols["block"].tolist()) == {0, 1}
+    if "trace_step" in cols:
+        c = cells[0]
+        steps = log_schedule(c["train.max_steps"], every=c["train.log_every"], dense_until=c["train.log_dense_until"])
+        assert np.asarray(cols["trace_step"]).shape == (len(cells), len(steps))
+        assert np.asarray(cols["trace_step"][0]).tolist() == list(steps)
+    exp.analyse(cols, spec)  # the experiment's own analysis reads them
+
+
+def test_init_design_is_staged():
+    """wu2023-init: the 'ratio' runs follow the calibration stage: lr = c·N/λ̄_max(K₀) per (init,
+    width), so their realised γ·λ_max(K₀)/N scatters around c."""
+    exp = get("wu2023-init")
+    spec = exp.spec("cpu")
+    cells = exp.audit.cells(spec)
+    assert len(cells) == 2 * len(exp.cells(spec)) and {c["compare"] for c in cells} == {"gamma", "ratio"}
+    cols = exp.audit.simulate(exp.audit.claims[0].h1.world, exp.audit.noise, spec, cells, np.random.default_rng(0))
+    ratio = cols["step_ratio"][cols["compare"] == "ratio"]
+    assert np.median(ratio) == pytest.approx(spec.c, rel=0.05)
+
+
+def test_the_linear_rule_passes_a_polynomial_decay():
+    """The rule (every ρ < 1, median R² ≥ 0.9) passes L ∝ 1/(1 + t/10) at the fig1 design: flagged
+    for false pass, while the geometric decay passes too."""
+    exp = get("wu2023-fig1")
+    (row,) = audit.audit(only(exp, "linear"), exp.spec("cpu"), "cpu", sims=SIMS)["claims"]
+    assert row["false_pass"]["rate"] == 1.0 and row["power"]["rate"] == 1.0
+    assert row["flagged"] and "false pass" in row["reason"]
+
+
+def test_alpha_half_cannot_fail():
+    """alpha-half passes whenever the error at the largest width exceeds tol: an α = 1/2 kernel
+    tending to the closed form at d_m^−1/4 still passes."""
+    exp = get("wu2023-ntk-limit")
+    spec = exp.spec("cpu", ["n_boot=20"])
+    (row,) = audit.audit(only(exp, "alpha-half"), spec, "cpu", sims=SIMS)["claims"]
+    assert row["power"]["rate"] == 1.0 and row["false_pass"]["rate"] == 1.0 and row["flagged"]
+
+
+def test_a_width_linear_in_n_passes_the_quadratic_bound():
+    """quadratic-a0.5 passes d_c ∝ N (its H0): the bound rule cannot tell the law; the simulated
+    H0 measures k ≈ 1."""
+    exp = get("wu2023-width")
+    spec = exp.spec("cpu", ["n_boot=50"])
+    (row,) = audit.audit(only(exp, "quadratic-a0.5"), spec, "cpu", sims=SIMS)["claims"]
+    assert row["false_pass"]["rate"] >= 0.9 and row["flagged"]
+    ca = exp.audit.claims[0]
+    cols = exp.audit.simulate(ca.h0.world, exp.audit.noise, spec, exp.cells(spec), np.random.default_rng(0))
+    k = {c.id: c for c in exp.analyse(cols, spec).claims}["quadratic-a0.5"].measured["k"]
+    assert k == pytest.approx(1.0, abs=0.3)
+
+
+@pytest.mark.parametrize("exp_id", ("wu2023-fig1", "wu2023-width", "wu2023-ntk-limit", "wu2023-data-gram"))
+def test_plug_in_reads_the_noise_back(exp_id):
+    """plug_in on simulated columns returns the design's noise keys, and levels near the ones
+    simulated (the steepness of the width logistic, the scatter of the data-gram's ρ)."""
+    exp = get(exp_id)
+    spec = exp.spec("cpu")
+    d = exp.audit
+    cols = d.simulate(d.claims[0].h1.world, d.noise, spec, exp.cells(spec), np.random.default_rng(0))
+    noise = d.plug_in(cols, spec)
+    assert set(noise) == set(d.noise) and all(np.isfinite(v) for v in noise.values())
+    for k in {"wu2023-width": ["steepness"], "wu2023-data-gram": ["sd"], "wu2023-ntk-limit": ["logit_sd"]}.get(
+        exp_id, []
+    ):
+        assert noise[k] == pytest.approx(d.noise[k], rel=0.3), k
