@@ -178,3 +178,14 @@ def test_the_batched_column_bootstrap_gives_the_loops_replicates():
                                                                                       for _ in range(60))])  # fmt: skip
         assert np.array_equal(np.isnan(loop), np.isnan(col.boots))
         np.testing.assert_allclose(col.boots[np.isfinite(loop)], loop[np.isfinite(loop)], rtol=1e-8)
+
+
+def test_the_negative_control_fails_on_a_real_run(tmp_path):
+    """W_Q, W_K frozen (lr ×10⁻⁶): the attention stays at A(0), so near-one must fail (not be
+    inconclusive); three smoke repeats decide it."""
+    import dataclasses
+
+    exp = get("li2023-fig3")
+    (negative,) = [c for c in exp.controls if c.kind == "negative"]
+    result = audit.run_control(exp, dataclasses.replace(negative, scale="smoke"), tmp_path / "neg")
+    assert result["held"] and result["got"] == {"near-one": "fail"}, result

@@ -41,6 +41,7 @@ import numpy as np
 from pydantic import Field, PositiveFloat
 
 from attnlab import plots, rules
+from attnlab.audit import Control
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary
 from attnlab.experiments.li2023.audit import ATTENTION
@@ -70,6 +71,13 @@ class Fig3(Experiment):
     description = __doc__
     Spec = Spec
     audit = ATTENTION
+    controls = (
+        Control("as-stated", "positive", "cpu", (), {"near-one": "pass"},
+                "the cpu design as it stands; its audit gives near-one power 1.0"),
+        Control("frozen-attention", "negative", "cpu", ("lr_mult.QK=1e-6",), {"near-one": "fail"},
+                "W_Q and W_K step 10⁻⁶ of the lr (10⁻⁸ of the calibrated ×100): the attention stays at its "
+                "initial A(0) ≈ 0.54 and cannot approach 1"),
+    )  # fmt: skip
     scales = {
         "smoke": dict(data={"M": 6, "d": 6, "L": 12, "N": 16, "n_test": 50}, model={"m": 16},
                       train={"max_steps": 30, "log_every": 5, "log_dense_until": 10}, reps=3),
