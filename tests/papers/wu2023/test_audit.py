@@ -116,3 +116,20 @@ def test_plug_in_reads_the_noise_back(exp_id):
         exp_id, []
     ):
         assert noise[k] == pytest.approx(d.noise[k], rel=0.3), k
+
+
+def test_the_negative_control_fails_on_a_real_run(tmp_path):
+    """W_Q = W_K: attention stays non-uniform, the closed form is not reached, limit must fail.
+    At two small widths (32, 64) the rule fails for an untied model too (the error is still
+    0.2 there): this checks the control's pipeline; the cpu design (d_m to 8192), where the
+    untied model passes, is what discriminates (`attnlab audit wu2023-ntk-limit --controls`)."""
+    import dataclasses
+
+    from attnlab import audit as A
+    from attnlab.experiments import get as get_exp
+
+    exp = get_exp("wu2023-ntk-limit")
+    (negative,) = [c for c in exp.controls if c.kind == "negative"]
+    small = dataclasses.replace(negative, scale="smoke", sets=(*negative.sets, "model.d_m=32,64", "reps=4"))
+    result = A.run_control(exp, small, tmp_path / "neg")
+    assert result["held"] and result["got"] == {"limit": "fail"}, result
