@@ -79,3 +79,19 @@ def test_controls_are_run_judged_and_recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(exp, "controls", (wrong,))
     r = invoke("audit", "jiang2024-fig3", "--scale", "smoke", "--sims", 2, "--controls", "--out", tmp_path, "--quiet")
     assert r.exit_code == 1 and "DID NOT HOLD" in r.output
+
+
+def test_audit_all_audits_every_id(tmp_path):
+    """Every id of `attnlab list` has a declared design: `audit all` writes one audit.json each,
+    every row with its regime, H1 and H0 and their sources."""
+    from attnlab.experiments import registry
+
+    r = invoke("audit", "all", "--scale", "smoke", "--sims", 2, "--out", tmp_path, "--quiet")
+    assert r.exit_code == 0, r.output
+    for exp_id in registry():
+        a = json.loads((tmp_path / exp_id / "audit.json").read_text())
+        assert a["experiment"] == exp_id and a["claims"], exp_id
+        for c in a["claims"]:
+            assert FIELDS <= set(c) and c["h1_source"] and c["h0_source"], (exp_id, c["id"])
+    r = invoke("audit", "all", "--from", tmp_path, "--quiet")
+    assert r.exit_code == 2 and "--from: audits one stored run" in r.output
