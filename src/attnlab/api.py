@@ -65,9 +65,12 @@ def load(out: Path | str, format: str = "pandas"):
 
 
 def connect(out: Path | str):
-    """An in-memory DuckDB connection over a results directory with two views: ``results``
-    (DIR/results.parquet) and ``parts`` (every DIR/parts/*.parquet, columns united by name). Paths
-    are passed as escaped literal globs, never spliced into SQL."""
+    """A read-only, in-memory DuckDB connection over a results directory with two tables:
+    ``results`` (DIR/results.parquet) and ``parts`` (every DIR/parts/*.parquet, columns united by
+    name), loaded into memory; then every access to files is switched off (DuckDB's
+    ``enable_external_access``, locked), so no statement can read or write any file — a ``COPY … TO``
+    cannot overwrite the stored results. Paths are passed as escaped literal globs, never spliced
+    into SQL."""
     import duckdb
 
     from attnlab.sweep.store import Store, _literal_glob
@@ -82,9 +85,11 @@ def connect(out: Path | str):
     con = duckdb.connect()
     try:
         if results.is_file():
-            con.read_parquet(_literal_glob(str(results.resolve()))).create_view("results")
+            con.read_parquet(_literal_glob(str(results.resolve()))).create("results")
         if parts:
-            con.read_parquet([_literal_glob(p) for p in parts], union_by_name=True).create_view("parts")
+            con.read_parquet([_literal_glob(p) for p in parts], union_by_name=True).create("parts")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     except duckdb.Error as e:
         con.close()
         raise AttnlabError(f"{out}: cannot read its Parquet files ({e})") from None
@@ -104,6 +109,9 @@ def query(out: Path | str, sql: str, format: str = "pandas"):
     try:
         rel = con.sql(sql)
         table = None if rel is None else _to_arrow(rel)
+    except duckdb.PermissionException as e:
+        raise AttnlabError(f"SQL: the query is read-only — it sees the tables results and parts and no file "
+                           f"({str(e).strip()})") from None  # fmt: skip
     except duckdb.Error as e:
         raise AttnlabError(f"SQL: {str(e).strip()}") from None
     finally:

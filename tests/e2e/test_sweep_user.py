@@ -324,6 +324,25 @@ def test_a_sql_error_is_one_clear_message(runs, sql, needle):
     assert r.output.startswith("error: SQL: ") and needle in r.output and "Traceback" not in r.output
 
 
+def test_query_is_read_only(runs, tmp_path):
+    """No statement can write or read a file: COPY … TO over the stored results, a read of another
+    file and ATTACH are one clear error, and the results stay byte for byte what they were."""
+    out, _ = runs["jiang2024_lr_init"]
+    before = (out / "results.parquet").read_bytes()
+    other = tmp_path / "x.csv"
+    other.write_text("a\n1\n")
+    for sql in (f"COPY (SELECT 1 AS a) TO '{out / 'results.parquet'}' (FORMAT parquet)",
+                f"COPY results TO '{tmp_path / 'copy.parquet'}'", f"SELECT * FROM read_csv('{other}')",
+                f"ATTACH '{tmp_path / 'db.duckdb'}'", "SET enable_external_access = true"):  # fmt: skip
+        r = query(out, sql)
+        assert r.exit_code == 2 and r.output.startswith("error: SQL: ") and "Traceback" not in r.output, (sql, r.output)
+    assert "read-only" in query(out, f"COPY results TO '{tmp_path / 'copy.parquet'}'").output
+    assert (out / "results.parquet").read_bytes() == before and not (tmp_path / "copy.parquet").exists()
+    assert not (tmp_path / "db.duckdb").exists()
+    r = query(out, "CREATE TABLE t AS SELECT 1 AS a; SELECT a FROM t", "--csv")  # in memory: harmless
+    assert r.exit_code == 0 and r.output.splitlines() == ["a", "1"]
+
+
 def test_query_needs_a_results_directory(tmp_path):
     r = query(tmp_path / "nope", "SELECT 1")
     assert r.exit_code == 2 and "not a results directory (does not exist)" in r.output
