@@ -49,10 +49,22 @@ KEY_ONLY = ("seed", "block", "rep")
 PART_KINDS = ("data", "model", "train")
 
 
+INT32_MAX = 2**31 - 1  # integer fields become int32 in the compiled programs
+
+
 class PartSpec(BaseModel):
-    """Base of every part's fields: unknown fields, NaN and inf are errors."""
+    """Base of every part's fields: unknown fields, NaN and inf are errors, and an integer must
+    fit the int32 it becomes in the compiled programs."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _int32(self):
+        for name in type(self).model_fields:
+            v = getattr(self, name)
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT32_MAX:
+                raise ValueError(f"{name}: {v} does not fit an int32 (|value| ≤ {INT32_MAX:,})")
+        return self
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,20 @@ CASES = [
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + "[train]\nwarp = 9\n", "train.warp"),
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + "[report]\nx = \"data.nope\"\n", "data.nope"),
     (["sweep", "/nonexistent/spec.toml", "--out", "{out}"], None, "spec.toml"),
+    # sizes, before anything runs: empty axes, int32 range, the cell count, one cell's memory
+    (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK.replace("N = 4", "N = []"),
+     "data.N: an empty list; a grid axis needs at least one value"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.max_steps=100000000000000"],
+     None, "max_steps: 100000000000000 does not fit an int32"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=3000000000"], None,
+     "N: 3000000000 does not fit an int32"),
+    (["sweep", "{spec}", "--out", "{out}"], "spec:seeds = 1000000000\n" + SWEEP_OK,
+     "the grid has 1,000,000,000 cells (1 points × 1,000,000,000 seed blocks × 1 reps), more than max_cells"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "reps=100000000"], None,
+     "--set max_cells=400000000"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=1000000000"], None,
+     "one cell needs ≈ 1.79e+03 GB (estimated from its shapes at data.N = 1,000,000,000), more than "
+     "memory_budget_gb = 2"),
 ]  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 import tomllib
 import types
@@ -92,6 +93,8 @@ class ExperimentSpec(BaseModel):
     seeds: PositiveInt = Field(1, description="independent seed blocks of the whole grid")
     reps: PositiveInt = Field(1, description="runs per grid point within a block")
     memory_budget_gb: PositiveFloat = Field(2.0, description="memory per chunk of cells")
+    max_cells: PositiveInt = Field(10**6, description="refuse a grid of more cells than this (counted before it is "
+                                   "expanded); raise it for a larger one")
 
 
 class Experiment:
@@ -218,9 +221,12 @@ def expand(spec: ExperimentSpec, variants: list[tuple[dict, dict]] | None = None
     for kind in P.PART_KINDS:
         for k, v in getattr(spec, kind).items():
             if isinstance(v, list | tuple):
+                if not v:
+                    raise AttnlabError(f"{kind}.{k}: an empty list; a grid axis needs at least one value")
                 axes.append((f"{kind}.{k}", list(v)))
             else:
                 base[f"{kind}.{k}"] = v
+    check_size(spec, len(variants or [0]) * math.prod(len(vals) for _, vals in axes))
     cells = []
     for tags, over in variants or [({}, {})]:
         for combo in itertools.product(*(vals for _, vals in axes)):
@@ -233,6 +239,17 @@ def expand(spec: ExperimentSpec, variants: list[tuple[dict, dict]] | None = None
                 for r in range(spec.reps):
                     cells.append(cell | tags | {"seed": spec.seed, "block": b, "rep": r})
     return cells
+
+
+def check_size(spec: ExperimentSpec, points: int, seed_blocks: int | None = None) -> int:
+    """The number of cells of ``points`` grid points × seed blocks × reps, counted before anything
+    is expanded; refused above ``spec.max_cells`` with the count in the message."""
+    n = points * (spec.seeds if seed_blocks is None else seed_blocks) * spec.reps
+    if n > spec.max_cells:
+        raise AttnlabError(f"the grid has {n:,} cells ({points:,} points × {n // max(points * spec.reps, 1):,} seed "
+                           f"blocks × {spec.reps:,} reps), more than max_cells = {spec.max_cells:,}; raise max_cells "
+                           f"(--set max_cells={n}) if this is meant")  # fmt: skip
+    return n
 
 
 def _is_list(annotation) -> bool:
@@ -492,9 +509,10 @@ def run_spec(
         if not cells:
             raise AttnlabError("spec: the grid is empty")
         schema = {}
-        for static in grid.buckets(cells, exp.tags):
+        for static, members in grid.buckets(cells, exp.tags).items():
             comp = P.Composition.of(dict(static), exp.tags)
             comp.check(dict(static))
+            grid.cell_memory(comp, dict(static), members, spec.memory_budget_gb * 1e9)
             schema |= comp.schema
         return schema
 

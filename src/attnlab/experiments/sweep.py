@@ -55,6 +55,7 @@ from attnlab.experiments.base import (
     cell_parts,
     check_executor,
     check_loaded,
+    check_size,
     expand,
     read_toml,
     run_spec,
@@ -329,6 +330,9 @@ class UserGrid(Experiment):
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
         if isinstance(spec.seeds, list):
+            points = math.prod(len(v) for kind in ("data", "model", "train") for v in getattr(spec, kind).values()
+                               if isinstance(v, list | tuple))  # fmt: skip
+            check_size(spec, points, seed_blocks=len(spec.seeds))
             cells = [c for s in spec.seeds for c in expand(spec.model_copy(update={"seed": s, "seeds": 1}))]
         else:
             cells = expand(spec)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
 
 
@@ -74,6 +75,20 @@ def buckets(cells: list[dict], tags: tuple[str, ...] = ()) -> dict[tuple, list[d
     return dict(out)
 
 
+def cell_memory(comp: Composition, static: dict, cells: list[dict], memory_budget: float) -> int:
+    """The estimated bytes of the bucket's largest cell (from its shapes, before anything is
+    compiled); refused when one cell alone exceeds ``memory_budget``: it could not run."""
+    sizes = comp.size_fields()
+    top = {s: max(c[s] for c in cells) for s in sizes}
+    one = comp.cell_bytes(static, top)
+    if one > memory_budget:
+        at = ", ".join(f"{s} = {top[s]:,}" for s in sizes)
+        raise AttnlabError(f"one cell needs ≈ {one / 1e9:.3g} GB (estimated from its shapes at {at}), more than "
+                           f"memory_budget_gb = {memory_budget / 1e9:.3g}; lower the sizes, or raise memory_budget_gb "
+                           f"if the machine has the memory")  # fmt: skip
+    return one
+
+
 def chunks(
     comp: Composition, static: dict, cells: list[dict], memory_budget: float, max_cells: int = 200
 ) -> Iterator[tuple[list[dict], dict[str, int]]]:
@@ -82,8 +97,8 @@ def chunks(
     yields (cells, pads). Cells are sorted by their sizes first, so a chunk pads little."""
     sizes = comp.size_fields()
     cells = sorted(cells, key=lambda c: tuple(c[s] for s in sizes))
-    top = {s: max(c[s] for c in cells) for s in sizes}
-    size = max(1, min(max_cells, int(memory_budget // max(1, comp.cell_bytes(static, top)))))
+    one = cell_memory(comp, static, cells, memory_budget)
+    size = max(1, min(max_cells, int(memory_budget // max(1, one))))
     for i in range(0, len(cells), size):
         chunk = cells[i : i + size]
         yield chunk, {s: max(c[s] for c in chunk) for s in sizes}
