@@ -125,6 +125,19 @@ def test_kill_9_mid_run_then_rerun_loses_and_duplicates_no_cell(request, tmp_pat
     assert_same_rows(uninterrupted, results)  # the local executor's numbers, bit for bit (float32)
 
 
+def test_two_runs_started_at_once_into_one_directory_end_as_a_lone_run(tmp_path, cli_env, uninterrupted):
+    """The same command twice at once into one directory: both end (exit 0), no cell is in two
+    parts, and results.parquet equals a lone run's bit for bit."""
+    out = tmp_path / "out"
+    procs = [subprocess.Popen(cli_command(out, "local"), env=cli_env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e[-2000:] for e in errs]
+    rows = sum(pq.read_metadata(p).num_rows for p in part_files(out))
+    assert rows == GRID_CELLS and not temporaries(out)  # no cell trained into two parts
+    assert_same_rows(uninterrupted, pq.read_table(out / "results.parquet"))
+
+
 # ---------------------------------------------------------------- divergence
 
 
