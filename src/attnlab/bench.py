@@ -1170,6 +1170,10 @@ def run_suite(
     None: the suite's rule (:class:`Baseline`)."""
     s = get_suite(suite)
     scale = scale or s.scale
+    from attnlab.experiments import get
+
+    if scale not in get(s.experiment).scales:  # every argument checked before the baseline's needs
+        raise AttnlabError(f"--scale: unknown {scale!r}; valid: {', '.join(get(s.experiment).scales)}")
     if cells < 1:
         raise AttnlabError(f"--cells: must be ≥ 1, got {cells}")
     nb = cells if baseline_cells is None else baseline_cells

@@ -65,6 +65,22 @@ CASES = [
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + "[train]\nwarp = 9\n", "train.warp"),
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + "[report]\nx = \"data.nope\"\n", "data.nope"),
     (["sweep", "/nonexistent/spec.toml", "--out", "{out}"], None, "spec.toml"),
+    # one case per field class: zero, NaN, inf, wrong type, unknown name, unknown part, a list where one value goes
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "model.d_h=0"], None, "model.d_h"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.mu=nan"], None, "data.mu"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.lr=inf"], None, "train.lr"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=many"], None, "data.N"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "model.d_hh=4"], None, "d_hh"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "model.name=nope"], None,
+     "unknown model 'nope'"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "seed=1,2"], None, "seed"),
+    (["reproduce", "nope", "--out", "{out}"], None, "unknown id 'nope'"),
+    (["reproduce", "jiang2024-fig1", "--scale", "huge", "--out", "{out}"], None, "--scale: unknown 'huge'"),
+    (["bench", "--suite", "nope"], None, "--suite: unknown 'nope'"),
+    (["bench", "--cells", "0"], None, "--cells: must be ≥ 1"),
+    (["bench", "--scale", "huge"], None, "--scale: unknown 'huge'"),
+    (["audit", "jiang2024-fig1", "--sims", "0", "--out", "{out}"], None, "--sims: must be at least 1"),
+    (["audit", "jiang2024-fig1", "--from", "{out}"], "empty-dir", "verdict.json"),
     # sizes, before anything runs: empty axes, int32 range, the cell count, one cell's memory
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK.replace("N = 4", "N = []"),
      "data.N: an empty list; a grid axis needs at least one value"),
@@ -130,7 +146,8 @@ def test_set_parser_fuzz(items):
 
 
 VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True) | TEXT,
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.integers(-(10**15), 10**15) | st.floats(allow_nan=True)
+    | TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
     max_leaves=6,
 )
@@ -143,8 +160,11 @@ PARTS = st.fixed_dictionaries({"name": st.sampled_from(["jiang2024", "li2023"])}
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(KEYS, VALUES | PARTS, max_size=5))
 def test_sweep_spec_fuzz(source):
-    """Any spec dict validates or raises AttnlabError, never another exception."""
+    """Any spec dict validates or raises AttnlabError, never another exception; a valid one
+    expands to its cells or is refused by its size (counted first: no hang)."""
     try:
-        UserGrid.of(source).spec()
+        grid = UserGrid.of(source)
+        spec = grid.spec()
+        grid.cells(spec.model_copy(update={"max_cells": 2000}))
     except AttnlabError:
         pass

@@ -138,6 +138,24 @@ def test_two_runs_started_at_once_into_one_directory_end_as_a_lone_run(tmp_path,
     assert_same_rows(uninterrupted, pq.read_table(out / "results.parquet"))
 
 
+def test_a_report_of_a_directory_being_written_is_a_clear_error_and_the_run_ends_whole(tmp_path, cli_env,
+                                                                                      uninterrupted):  # fmt: skip
+    """`attnlab report DIR` while a run is writing DIR: one clear message (no verdict yet), and
+    the run ends as a lone run; afterwards the report rebuilds it."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen(cli_command(out, "local"), env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    deadline = time.monotonic() + 600
+    while not part_files(out) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    r = CliRunner().invoke(app, ["report", str(out)])
+    err = proc.communicate(timeout=600)[1]
+    assert proc.returncode == 0, err[-2000:]
+    assert r.exit_code == 2 and r.output.startswith("error: ") and "verdict.json" in r.output, r.output
+    assert_same_rows(uninterrupted, pq.read_table(out / "results.parquet"))
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+
+
 # ---------------------------------------------------------------- divergence
 
 
