@@ -97,7 +97,11 @@ class Model:
 
     Fast paths (used when ``train.fast``, each exact and tested against the plain path):
     ``fast_apply(params, x, hp)``, the same function computed more cheaply; ``dual(hp)``, the
-    model's :class:`attnlab.train.Dual` form for full-batch gd / momentum."""
+    model's :class:`attnlab.train.Dual` form for full-batch gd / momentum. ``fast_of`` is the
+    plain ``apply`` they are exact for (set to ``apply`` when omitted): a part derived with
+    ``dataclasses.replace(part, apply=mine)`` keeps the parent's fast paths, which compute the
+    parent's function, so they are used only while ``fast_of is apply`` — the derived part trains
+    its own ``apply`` (on the plain path) unless it gives fast paths and ``fast_of=mine`` too."""
 
     name: str
     version: int
@@ -112,6 +116,16 @@ class Model:
     sizes: Callable[[Any], tuple[int, int]]
     fast_apply: Callable[..., tuple] | None = None
     dual: Callable[[Any], T.Dual] | None = None
+    fast_of: Callable[..., tuple] | None = None
+
+    def __post_init__(self):
+        if self.fast_of is None and (self.fast_apply or self.dual):
+            object.__setattr__(self, "fast_of", self.apply)
+
+    @property
+    def fast(self) -> bool:
+        """Are the fast paths exact for this part's ``apply``?"""
+        return self.fast_of is self.apply
 
 
 class Recipe(PartSpec):
@@ -431,7 +445,7 @@ class Composition:
         hp = self._hp(static)
         data_pads = {k.removeprefix("data."): n for k, n in pads.items()}
         loss = T.LOSSES[recipe.loss]
-        model_apply = self.model.fast_apply if recipe.fast and self.model.fast_apply else self.model.apply
+        model_apply = self.model.fast_apply if recipe.fast and self.model.fast and self.model.fast_apply else self.model.apply
         apply = lambda params, x: model_apply(params, x, hp)
 
         def make_data(key, v, shared):
@@ -464,7 +478,8 @@ class Composition:
         """The model's dual form where it is exact (full-batch gd / momentum) and cheaper: a
         step costs (N·L)²·width against N·L·d·width in the plain form, so it needs N·L < d
         (N: the padded training set, the data part's ``n_train`` size; L: tokens per sample)."""
-        if not (recipe.fast and self.model.dual and recipe.batch_size == 0 and recipe.optimizer in ("gd", "momentum")):
+        if not (recipe.fast and self.model.fast and self.model.dual and recipe.batch_size == 0
+                and recipe.optimizer in ("gd", "momentum")):  # fmt: skip
             return None
         shape = self.data.input_shape(ds)
         N = data_pads.get(self.data.n_train)

@@ -97,3 +97,31 @@ def test_compile_cache_threshold(monkeypatch, tmp_path):
     finally:  # the session's settings again
         jax.config.update("jax_persistent_cache_min_compile_time_secs", before[0])
         jax.config.update("jax_compilation_cache_dir", before[1])
+
+
+def test_a_part_derived_with_its_own_apply_never_trains_the_parents_fast_path(monkeypatch):
+    """dataclasses.replace(part, apply=mine) keeps the parent's fast_apply and dual, which compute
+    the parent's function: they must not be used, so fast on and fast off train the same model —
+    the derived one (here a linearised softmax: attention replaced by its first-order form)."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    from attnlab import problem
+    from attnlab.models import jiang2024 as J
+
+    def linear_attention(params, x, hp):  # a different function from the parent's
+        f, aux = J.apply(params, x, hp)
+        return 0.5 * f + 0.1 * jnp.tanh(f), aux
+
+    mine = dataclasses.replace(J.PART, name="jiang2024-linsoft", apply=linear_attention)
+    assert J.PART.fast and not mine.fast and mine.fast_apply is J.PART.fast_apply
+    monkeypatch.setitem(problem.registry()["model"], mine.name, mine)
+    for fast in (True, False):
+        comp, static, _ = bucket_of([tiny_cell(**BASE, N=4, fast=fast) | {"model.name": mine.name}])
+        assert comp.problem(static, {"data.N": 4}).dual is None  # the parent's dual form is not this model's
+    on = run_reference(tiny_cell(**BASE, N=4, fast=True) | {"model.name": mine.name})
+    off = run_reference(tiny_cell(**BASE, N=4, fast=False) | {"model.name": mine.name})
+    np.testing.assert_allclose(on["metrics"]["train_loss"], off["metrics"]["train_loss"], rtol=1e-12)
+    parent = run_reference(tiny_cell(**BASE, N=4, fast=True))
+    assert abs(float(on["metrics"]["train_loss"]) - float(parent["metrics"]["train_loss"])) > 1e-3
