@@ -302,7 +302,7 @@ def registry() -> dict[str, dict[str, Any]]:
     from attnlab.models import vit as m_vit
     from attnlab.models import wu2023 as m_wu
 
-    return {
+    parts = {
         "data": {p.name: p for p in (d_jiang.PART, d_images.PART, d_li.PART, d_pool.PART, d_wu.PART)},
         "model": {
             p.name: p
@@ -310,6 +310,16 @@ def registry() -> dict[str, dict[str, Any]]:
         },
         "probes": {p.name: p for p in (p_jiang.PROBES, p_li.PROBES, p_wu.PROBES)},
     }
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="attnlab.parts"):  # installed packages' parts, under their own names
+        obj = ep.load()
+        kind = next((k for k, t in PART_TYPES.items() if isinstance(obj, t)), None)
+        if kind is None or obj.name in parts[kind]:
+            raise AttnlabError(f"entry point attnlab.parts {ep.name!r}: not a part, or its name {getattr(obj, 'name', '?')!r} "
+                               f"is taken")  # fmt: skip
+        parts[kind][obj.name] = obj
+    return parts
 
 
 def tokens(x) -> tuple[Any, Any]:
@@ -321,11 +331,36 @@ def tokens(x) -> tuple[Any, Any]:
     return x, None
 
 
+PART_TYPES = {"data": DataModel, "model": Model, "probes": ProbeSet}
+
+
 def part(kind: str, name: str):
+    """The registered part ``name`` of ``kind``, or a plugin: ``"module:ATTRIBUTE"`` names a part
+    defined outside attnlab (``mymodels:LINEAR_SOFTMAX`` is ``LINEAR_SOFTMAX`` of the importable
+    module ``mymodels``; it must be importable wherever cells train, Ray workers included).
+    Installed packages may also register parts under the entry-point group ``attnlab.parts``."""
     parts = registry()[kind]
-    if name not in parts:
-        raise AttnlabError(f"{kind}.name: unknown {kind} {name!r}; valid: {', '.join(parts)}")
-    return parts[name]
+    if name in parts:
+        return parts[name]
+    if isinstance(name, str) and ":" in name:
+        return _plugin(kind, name)
+    raise AttnlabError(f"{kind}.name: unknown {kind} {name!r}; valid: {', '.join(parts)}, or module:ATTRIBUTE of "
+                       f"a part defined in your own module")  # fmt: skip
+
+
+@functools.cache
+def _plugin(kind: str, name: str):
+    import importlib
+
+    module, _, attr = name.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise AttnlabError(f"{kind}.name: cannot load the plugin {name!r} ({type(e).__name__}: {e})") from None
+    if not isinstance(obj, PART_TYPES[kind]):
+        raise AttnlabError(f"{kind}.name: {name!r} is a {type(obj).__name__}, not a {kind} part "
+                           f"({PART_TYPES[kind].__name__})")  # fmt: skip
+    return obj
 
 
 def part_spec(kind: str, name: str | None) -> type[PartSpec]:
