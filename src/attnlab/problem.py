@@ -139,6 +139,10 @@ class Recipe(PartSpec):
     (:data:`attnlab.sweep.grid.HOW`), so the same parameters elsewhere draw the same data."""
 
     loss: Literal["logistic", "hinge", "squared"] = Field("logistic", description="per-sample loss")
+    draws: Literal["cell", "common"] = Field(
+        "cell", description="the random draws (data, init, batch order) of a cell: its own (from its whole config), or "
+        "common — from its data fields, seed, block and rep only, so models and recipes compared in one grid see the "
+        "same data, the same initial parameters where their shapes agree, and the same batches")
     reduction: Literal["mean", "sum"] = Field(
         "mean", description="the objective a step follows: the mean (1/n) Σ ℓ_i over the batch, or the sum Σ ℓ_i "
         "(with the squared loss ℓ = ½(f − y)², the ½·Σ of a paper that sums); recorded losses are means either way")
@@ -189,8 +193,9 @@ class Recipe(PartSpec):
     def _dump(self, handler):
         """A cell without init_from has neither field, so every earlier cell keeps its id."""
         d = handler(self)
-        if self.reduction == "mean":  # the default is left out of a cell's id, so earlier cells keep theirs
-            d.pop("reduction", None)
+        for name, default in (("reduction", "mean"), ("draws", "cell")):  # defaults left out of a cell's id,
+            if d.get(name) == default:  # so earlier cells keep theirs
+                d.pop(name, None)
         if not self.init_from:
             d.pop("init_from", None)
             d.pop("init_sha256", None)

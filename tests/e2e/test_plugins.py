@@ -23,6 +23,7 @@ def apply(params, x, hp):
     return jnp.tanh(f), aux
 
 SQUASHED = dataclasses.replace(J.PART, name="squashed", apply=apply)
+SAME = dataclasses.replace(J.PART, name="same")  # the same model under another name
 NOT_A_PART = 42
 '''
 SPEC = '''
@@ -83,3 +84,44 @@ def test_a_plugin_that_does_not_load_is_one_clear_error(plugin, name, needle):
     assert not (plugin / "out").exists()
     with pytest.raises(AttnlabError, match="model.name"):
         part("model", name)
+
+
+COMPARE = '''
+title = "side by side"
+seeds = 2
+[data]
+name = "jiang2024"
+M = 4
+d = 8
+N = 6
+mu = [2.0, 4.0]
+[model]
+name = ["jiang2024", "my_parts:SAME", "my_parts:SQUASHED"]
+d_h = 4
+d_v = 4
+[train]
+max_steps = 20
+draws = "{draws}"
+'''
+
+
+@pytest.mark.parametrize("draws", ["common", "cell"])
+def test_models_side_by_side_in_one_grid_on_common_draws(plugin, draws):
+    """model.name as a grid axis. With train.draws = "common" a cell's draws come from its data
+    fields, seed, block and rep alone: the same model under another name gives the same numbers
+    bit for bit (same data, init and batches), so a comparison with a variant is paired; with the
+    default, every cell draws its own."""
+    import pyarrow.parquet as pq
+
+    spec = plugin / "compare.toml"
+    spec.write_text(COMPARE.format(draws=draws))
+    r = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(plugin / draws), "--quiet"])
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(plugin / draws / "results.parquet").to_pylist()
+    assert len(t) == 3 * 2 * 2
+    by = {(c["model.name"], c["data.mu"], c["block"]): c for c in t}
+    same = [by["jiang2024", mu, b]["train_loss"] == by["my_parts:SAME", mu, b]["train_loss"]
+            for mu in (2.0, 4.0) for b in (0, 1)]  # fmt: skip
+    assert all(same) if draws == "common" else not any(same)
+    assert all(by["jiang2024", mu, b]["train_loss"] != by["my_parts:SQUASHED", mu, b]["train_loss"]
+               for mu in (2.0, 4.0) for b in (0, 1))  # fmt: skip

@@ -172,9 +172,14 @@ def t_summary(values, digits: int = 4) -> dict:
 
 
 def _part_fields(kind: str, values: dict) -> dict:
+    """The fields a part table may set: its part's, or with several names (a grid over parts,
+    compared cell by cell) those every named part has."""
     name = values.get(kind, {}).get("name")
     if kind != "train" and name is None:
         return {}
+    if isinstance(name, list | tuple):
+        each = [P.part_spec(kind, n).model_fields for n in name]
+        return {k: v for k, v in each[0].items() if all(k in f for f in each[1:])}
     return P.part_spec(kind, name).model_fields
 
 
@@ -185,8 +190,12 @@ def check_parts(spec: ExperimentSpec) -> None:
         if kind != "train" and "name" not in values:
             raise AttnlabError(f"{kind}.name: missing (which {kind} model to use)")
         fields = _part_fields(kind, spec.model_dump())
+        names = values.get("name")
         for k in values:
             if k != "name" and k not in fields:
+                if isinstance(names, list | tuple):
+                    raise AttnlabError(f"{kind}.{k}: not a field of every {kind} of {kind}.name ({', '.join(names)}); "
+                                       f"the fields they share: {', '.join(fields) or 'none'}")  # fmt: skip
                 raise AttnlabError(f"{kind}.{k}: unknown field; valid: {', '.join(fields)}")
 
 
@@ -305,8 +314,6 @@ def parse_sets(Spec: type[BaseModel], sets: list[str], values: dict) -> dict[str
         full = resolve_name(Spec, name, merge(values, out))
         kind, _, field_ = full.partition(".")
         if kind in P.PART_KINDS and field_:
-            if field_ == "name" and len(vals) > 1:
-                raise AttnlabError(f"--set {full}: takes one value (several models side by side are an experiment's)")
             value = vals if len(vals) > 1 else vals[0]
             if field_.startswith("lr_mult."):
                 lr = dict(values.get(kind, {}).get("lr_mult", {})) | out.get(kind, {}).get("lr_mult", {})

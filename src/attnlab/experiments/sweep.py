@@ -109,9 +109,11 @@ class Spec(ExperimentSpec):
 
     @field_validator("data", "model")
     @classmethod
-    def _one_name(cls, v, info):
-        if "name" in v and not isinstance(v["name"], str):
-            raise ValueError(f"{info.field_name}.name: one name per grid (a string), got {v['name']!r}")
+    def _names(cls, v, info):
+        names = v.get("name")
+        if names is not None and not (isinstance(names, str) or (isinstance(names, list) and names
+                                                                 and all(isinstance(n, str) for n in names))):
+            raise ValueError(f"{info.field_name}.name: a part's name, or a list of names, got {names!r}")
         return v
 
     @model_validator(mode="after")

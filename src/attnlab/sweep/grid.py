@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.errors import AttnlabError
-from attnlab.problem import Composition
+from attnlab.problem import KEY_ONLY, Composition
 
 
 def canonical(cell: dict[str, Any]) -> str:
@@ -52,7 +52,11 @@ HOW = {"train.fast": True, "train.init_from": ""}
 
 def seed_id(cell: dict[str, Any]) -> str:
     """The id the cell's PRNG key comes from: that of the cell with every :data:`HOW` field at
-    its default, so ``train.fast = false`` draws the same data and init as the fast path."""
+    its default, so ``train.fast = false`` draws the same data and init as the fast path. Under
+    ``train.draws = "common"``: that of its data fields, seed, block and rep alone, so cells that
+    differ only in their model or recipe share every draw (common random numbers)."""
+    if cell.get("train.draws") == "common":
+        return cell_id({k: v for k, v in cell.items() if k.startswith("data.") or k in KEY_ONLY})
     return cell_id({**cell, **{k: v for k, v in HOW.items() if k in cell}})
 
 
