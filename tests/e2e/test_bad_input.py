@@ -81,6 +81,10 @@ CASES = [
     (["bench", "--scale", "huge"], None, "--scale: unknown 'huge'"),
     (["audit", "jiang2024-fig1", "--sims", "0", "--out", "{out}"], None, "--sims: must be at least 1"),
     (["audit", "jiang2024-fig1", "--from", "{out}"], "empty-dir", "verdict.json"),
+    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "init_scal=16"], None,
+     "--set init_scal: unknown field (did you mean init_scale?)"),
+    (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + '[train]\nlr = "fast"\n[report]\nx = "train.lr"\n',
+     "train.lr: Input should be a valid number"),  # the value's own error, not [report]'s
     # sizes, before anything runs: empty axes, int32 range, the cell count, one cell's memory
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK.replace("N = 4", "N = []"),
      "data.N: an empty list; a grid axis needs at least one value"),

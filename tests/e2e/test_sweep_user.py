@@ -140,7 +140,7 @@ max_steps = 5
         (b"title = 't'\xff\n", "malformed TOML"),
         (GOOD.replace('name = "jiang2024"\nM', 'name = "mnist"\nM'), "data.name: unknown data 'mnist'; valid: "),
         (GOOD.replace('name = "jiang2024"\nd_h', 'name = "gpt"\nd_h'), "model.name: unknown model 'gpt'"),
-        (GOOD.replace("d_h = 4", "d_hh = 4"), "model.d_hh: unknown field; valid: d_h"),
+        (GOOD.replace("d_h = 4", "d_hh = 4"), "model.d_hh: unknown field (did you mean d_h?); valid: d_h"),
         (GOOD.replace("max_steps = 5", "lr = 'fast'"), "train.lr: Input should be a valid number"),
         (GOOD.replace("N = [4, 8]", "N = [4, -8]"), "data.N: Input should be greater than 0"),
         (GOOD.replace("n_test = 10", "n_test = -10"), "data.n_test: Input should be greater than 0"),

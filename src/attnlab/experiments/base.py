@@ -196,7 +196,7 @@ def check_parts(spec: ExperimentSpec) -> None:
                 if isinstance(names, list | tuple):
                     raise AttnlabError(f"{kind}.{k}: not a field of every {kind} of {kind}.name ({', '.join(names)}); "
                                        f"the fields they share: {', '.join(fields) or 'none'}")  # fmt: skip
-                raise AttnlabError(f"{kind}.{k}: unknown field; valid: {', '.join(fields)}")
+                raise AttnlabError(f"{kind}.{k}: unknown field{did_you_mean(k, fields)}; valid: {', '.join(fields)}")
 
 
 def _flatten(kind: str, d: dict) -> dict:
@@ -219,6 +219,24 @@ def _validated(kind: str, name: str | None, values: dict, cache: dict) -> dict:
             raise AttnlabError(format_validation_error(e, prefix=kind)) from None
         cache[key] = ({"name": name} if name else {}) | typed
     return cache[key]
+
+
+def check_values(spec: ExperimentSpec) -> None:
+    """Every value of every part field validated on its own (each axis value at the first value of
+    the other axes): a type error is reported before anything that reads the values (a plot
+    layout, the grid's expansion), in time linear in the number of values."""
+    cache: dict = {}
+    for kind in P.PART_KINDS:
+        table = getattr(spec, kind)
+        for k, v in table.items():
+            if isinstance(v, list | tuple) and not v:
+                raise AttnlabError(f"{kind}.{k}: an empty list; a grid axis needs at least one value")
+        first = {k: (v[0] if isinstance(v, list | tuple) else v) for k, v in table.items()}
+        names = table.get("name") if isinstance(table.get("name"), list | tuple) else [first.get("name")]
+        for name in names:
+            for k, v in table.items():
+                for x in v if isinstance(v, list | tuple) and k != "name" else [first[k]]:
+                    _validated(kind, name, first | {"name": name, k: x} if name else first | {k: x}, cache)
 
 
 def expand(spec: ExperimentSpec, variants: list[tuple[dict, dict]] | None = None) -> list[dict]:
@@ -272,6 +290,19 @@ def _may_be_list(annotation) -> bool:
     )
 
 
+def did_you_mean(name: str, valid) -> str:
+    """" (did you mean X?)" for the closest valid names, or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(valid), n=2, cutoff=0.75)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def fields_short(values: dict) -> list[str]:
+    """Every part field's short name (``d_h``), as ``--set`` accepts it."""
+    return [f for k in P.PART_KINDS for f in _part_fields(k, values)]
+
+
 def resolve_name(Spec: type[BaseModel], name: str, values: dict) -> str:
     """A ``--set`` name -> its full name: an experiment field, or ``kind.field`` (the short
     ``field`` is accepted wherever exactly one part has it)."""
@@ -280,7 +311,8 @@ def resolve_name(Spec: type[BaseModel], name: str, values: dict) -> str:
     if head in P.PART_KINDS and rest:
         fields = _part_fields(head, values)
         if rest.split(".")[0] not in (*fields, "name"):
-            raise AttnlabError(f"--set {name}: unknown field of {head}; valid: {', '.join(fields)}")
+            raise AttnlabError(f"--set {name}: unknown field of {head}{did_you_mean(rest, fields)}; valid: "
+                               f"{', '.join(fields)}")  # fmt: skip
         return name
     if name in own:
         return name
@@ -290,7 +322,8 @@ def resolve_name(Spec: type[BaseModel], name: str, values: dict) -> str:
     if len(matches) > 1:
         raise AttnlabError(f"--set {name}: ambiguous; use one of {', '.join(matches)}")
     valid = own + [f"{k}.{f}" for k in P.PART_KINDS for f in _part_fields(k, values)]
-    raise AttnlabError(f"--set {name}: unknown field; valid: {', '.join(valid)}")
+    raise AttnlabError(f"--set {name}: unknown field{did_you_mean(name, valid + list(fields_short(values)))}; "
+                       f"valid: {', '.join(valid)}")  # fmt: skip
 
 
 def parse_sets(Spec: type[BaseModel], sets: list[str], values: dict) -> dict[str, Any]:
@@ -355,7 +388,8 @@ def check_loaded(Spec: type[BaseModel], loaded: dict[str, Any], label: str) -> d
     errors (the values themselves are validated with the spec)."""
     unknown = [k for k in loaded if k not in Spec.model_fields]
     if unknown:
-        raise AttnlabError(f"{label}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(Spec.model_fields)}")
+        hint = did_you_mean(unknown[0], list(Spec.model_fields)) if len(unknown) == 1 else ""
+        raise AttnlabError(f"{label}: unknown field(s) {', '.join(unknown)}{hint}; valid: {', '.join(Spec.model_fields)}")
     for kind in P.PART_KINDS:
         if kind in loaded and not isinstance(loaded[kind], dict):
             raise AttnlabError(f"{label}: {kind} must be a table ([{kind}])")

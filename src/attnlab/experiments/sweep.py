@@ -56,6 +56,7 @@ from attnlab.experiments.base import (
     check_executor,
     check_loaded,
     check_size,
+    check_values,
     expand,
     read_toml,
     run_spec,
@@ -326,6 +327,7 @@ class UserGrid(Experiment):
 
     def spec(self, scale: str = SCALE, sets: list[str] | None = None, config: Path | None = None) -> Spec:
         spec = super().spec(scale, sets, config)
+        check_values(spec)  # a value's own error first, then [report]'s
         layout(spec)  # [report] names grid axes
         self.title = spec.title
         return spec
