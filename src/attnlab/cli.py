@@ -31,6 +31,8 @@ SetsOption = Annotated[
 ]
 ExecutorOption = Annotated[str, typer.Option(help=EXECUTOR_HELP)]
 QuietOption = Annotated[bool, typer.Option(help="no progress bar")]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="print the cells, buckets and memory a run would use; "
+                                            "train and write nothing")]  # fmt: skip
 ForceOption = Annotated[
     bool, typer.Option(help="resume a results directory written under another schema or JAX version")
 ]
@@ -55,12 +57,15 @@ def reproduce_cmd(
     executor: ExecutorOption = "local",
     quiet: QuietOption = False,
     force: ForceOption = False,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html."""
     from attnlab.report import fmt_text
 
     try:
         exp = get(exp_id)
+        if dry_run:
+            return _print_plan(exp, exp.spec(scale, sets or [], config))
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
         verdict = reproduce(
             exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config, force=force
@@ -77,6 +82,56 @@ def reproduce_cmd(
         table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], style)
     out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _print_plan(exp, spec) -> None:
+    from attnlab.experiments.base import dry_run
+
+    plan = dry_run(exp, spec)
+    table = Table(title=f"{exp.id}: {plan['cells']:,} cells in {len(plan['buckets'])} buckets (dry run: nothing "
+                  f"trained or written)")  # fmt: skip
+    for col in ("data", "model", "cells", "sizes", "memory per cell", "chunks"):
+        table.add_column(col, overflow="fold")
+    for b in plan["buckets"]:
+        sizes = "; ".join(f"{k.split('.', 1)[1]} = {', '.join(map(str, v))}" for k, v in b["sizes"].items())
+        table.add_row(b["data"], b["model"], f"{b['cells']:,}", sizes, f"{b['cell_bytes'] / 1e6:.3g} MB",
+                      str(b["chunks"]))  # fmt: skip
+    out.print(table)
+    out.print(f"memory budget per chunk: {plan['memory_budget_gb']:g} GB" + (f"; {plan['note']}" if plan["note"] else ""),
+              highlight=False, soft_wrap=True)  # fmt: skip
+
+
+@app.command("show")
+def show_cmd(
+    name: Annotated[str, typer.Argument(metavar="ID|KIND:PART", help="an experiment id, or a part such as "
+                                        "model:jiang2024, data:li2023, train:recipe")],  # fmt: skip
+    scale: Annotated[str, typer.Option(help=f"the experiment's scale whose values are shown: {', '.join(SCALES)}")] = "cpu",
+) -> None:
+    """The fields of an experiment (with their values at a scale, grid axes marked) or of a part
+    (with their defaults), each with its description: what --set and TOML accept."""
+    from attnlab import problem as P
+    from attnlab.report import _spec_rows, fmt_text
+
+    try:
+        kind, _, part_name = name.partition(":")
+        if part_name and kind in P.PART_KINDS:
+            Spec = P.part_spec(kind, part_name)
+            rows = [(f"{kind}.{f}", info.get_default(call_default_factory=True), False, info.description or "")
+                    for f, info in Spec.model_fields.items()]  # fmt: skip
+            title = f"{name}: {len(rows)} fields (defaults)"
+        else:
+            exp = get(name)
+            rows = _spec_rows(exp.spec(scale))
+            title = f"{exp.id} ({scale}, {exp.regime}): {exp.title}"
+    except AttnlabError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(2) from None
+    table = Table(title=title)
+    for col in ("field", "value", "", "description"):
+        table.add_column(col, overflow="fold")
+    for field, value, axis, doc in rows:
+        table.add_row(field, fmt_text(value), "axis" if axis else "", doc)
+    out.print(table)
 
 
 @app.command("audit")
@@ -280,14 +335,18 @@ def sweep_cmd(
     executor: ExecutorOption = "local",
     quiet: QuietOption = False,
     force: ForceOption = False,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Run (or resume) your own grid over any data model × model × training recipe; write
     results.parquet, figures, verdict.json, report.html."""
-    from attnlab.experiments.sweep import sweep, table_of
+    from attnlab.experiments.sweep import SCALE, UserGrid, sweep, table_of
     from attnlab.report import fmt_text
 
     target = out_dir or Path("results") / spec_path.stem
     try:
+        if dry_run:
+            grid = UserGrid.of(spec_path)
+            return _print_plan(grid, grid.spec(SCALE, sets or []))
         verdict = sweep(spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force)
         title, columns, rows = table_of(target)
     except AttnlabError as e:

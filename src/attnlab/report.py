@@ -421,7 +421,7 @@ def _spec_rows(spec) -> list[tuple[str, Any, bool, str]]:
             except Exception:  # an unknown part name: show the values without descriptions
                 fields = {}
             for k, v in part.items():
-                doc = f"which {name} model" if k == "name" else (fields[k].description or "") if k in fields else ""
+                doc = f"which {name} part" if k == "name" else (fields[k].description or "") if k in fields else ""
                 rows.append((f"{name}.{k}", v, isinstance(v, list | tuple), doc))
         else:
             rows.append((name, values.get(name), False, info.description or ""))

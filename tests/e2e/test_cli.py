@@ -261,3 +261,29 @@ def test_a_path_with_a_quote_or_brackets_works_end_to_end(tmp_path, name):
 def test_reproduce_checks_the_experiment_id_first():
     with pytest.raises(AttnlabError, match="unknown id"):
         get("nope")
+
+
+def test_show_lists_the_fields_before_a_run():
+    r = runner.invoke(app, ["show", "jiang2024-fig1", "--scale", "smoke"])
+    assert r.exit_code == 0, r.output
+    assert "data.mu" in r.output and "axis" in r.output and "signal norm" in r.output and "max_cells" in r.output
+    r = runner.invoke(app, ["show", "model:vit"])
+    assert r.exit_code == 0 and "model.alpha" in r.output and "0.5" in r.output
+    for bad, needle in ((["show", "nope"], "unknown id 'nope'"), (["show", "model:nope"], "unknown model 'nope'")):
+        r = runner.invoke(app, bad)
+        assert r.exit_code == 2 and r.output.startswith("error: ") and needle in r.output, r.output
+
+
+def test_dry_run_plans_without_training_or_writing(tmp_path):
+    out = tmp_path / "res"
+    r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", str(out), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert "8 cells in 1 buckets" in r.output and "dry run" in r.output and "MB" in r.output
+    assert not out.exists()
+    r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--dry-run", "--set", "reps=100000000"])
+    assert r.exit_code == 2 and "more than max_cells" in r.output
+    spec = tmp_path / "g.toml"
+    spec.write_text('[data]\nname = "jiang2024"\nM = 4\nd = 8\nN = [4, 8]\n[model]\nname = "jiang2024"\nd_h = 4\n'
+                    'd_v = 4\n')  # fmt: skip
+    r = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--dry-run"])
+    assert r.exit_code == 0 and "2 cells in 1 buckets" in r.output and not out.exists(), r.output

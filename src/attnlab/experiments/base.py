@@ -495,6 +495,30 @@ def reproduce(
     return run_spec(exp, spec, scale, out, sets or [], command, executor=executor, progress=progress, force=force)
 
 
+def dry_run(exp: Experiment, spec) -> dict:
+    """What a run of ``spec`` would do, without writing or training anything: its cells (the first
+    stage's where later stages depend on earlier results), their buckets (one compiled program
+    each) with their sizes and the estimated memory of their largest cell, all checked as a run
+    checks them (sizes, classification, memory)."""
+    from attnlab.sweep import grid
+
+    cells = exp.cells(spec)
+    budget = spec.memory_budget_gb * 1e9
+    buckets = []
+    for static, members in grid.buckets(cells, exp.tags).items():
+        comp = P.Composition.of(dict(static), exp.tags)
+        comp.check(dict(static))
+        one = grid.cell_memory(comp, dict(static), members, budget)
+        sizes = {f: sorted({c[f] for c in members}) for f in comp.size_fields()}
+        buckets.append({"data": dict(static).get("data.name"), "model": dict(static).get("model.name"),
+                        "cells": len(members), "sizes": sizes, "cell_bytes": one,
+                        "chunks": sum(1 for _ in grid.chunks(comp, dict(static), members, budget))})  # fmt: skip
+    staged = "stage" in exp.tags
+    return {"experiment": exp.id, "cells": len(cells), "buckets": buckets, "memory_budget_gb": spec.memory_budget_gb,
+            "note": "later stages depend on earlier results: their cells are planned when those have run" if staged
+            else ""}  # fmt: skip
+
+
 def check_executor(executor: str) -> None:
     from attnlab.sweep import executors
 
