@@ -12,7 +12,7 @@ APT_PACKAGES = dataset-fashion-mnist chromium chromium-driver
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,ray]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,ray,tidy]"
 	touch $(STAMP)
 
 install: $(STAMP)

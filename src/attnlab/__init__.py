@@ -5,15 +5,16 @@ The notebook API (:mod:`attnlab.api`) is imported on first use, so ``import attn
 
     attnlab.reproduce(exp_id, scale="cpu", out=None, sets=None, **kw) -> verdict
     attnlab.sweep(spec, out, sets=None, **kw)                          -> verdict
-    attnlab.load(out, format="pandas" | "arrow")                      -> results table
-    attnlab.query(out, sql, format="pandas" | "arrow")                -> query result
+    attnlab.load(out, format="pandas" | "arrow" | "polars", traces="wide" | "long") -> results table
+    attnlab.to_xarray(out)                                            -> xarray.Dataset over the grid
+    attnlab.query(out, sql, format="pandas" | "arrow" | "polars")     -> query result
 """
 
-__all__ = ["load", "query", "reproduce", "sweep"]
+__all__ = ["load", "query", "reproduce", "sweep", "to_xarray"]
 
 
 def __getattr__(name: str):
-    if name in ("reproduce", "load", "query"):
+    if name in ("reproduce", "load", "query", "to_xarray"):
         from attnlab import api
 
         return getattr(api, name)

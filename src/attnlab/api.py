@@ -11,12 +11,17 @@ Errors are :class:`attnlab.errors.AttnlabError` with the same one-line messages 
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 from typing import Any
 
 from attnlab.errors import AttnlabError
 
-FORMATS = ("pandas", "arrow")
+FORMATS = ("pandas", "arrow", "polars")
+TRACES = ("wide", "long")
+# columns that describe a cell or the run, not a measurement (the rest are metrics)
+KEYS = ("id", "seed", "block", "rep", "status", "stop_step", "seconds", "attnlab_version", "git_sha", "jax_version",
+        "jaxlib_version", "backend", "strategy", "dtype")  # fmt: skip
 
 
 def reproduce(exp_id: str, scale: str = "cpu", out: Path | str | None = None, sets: list[str] | None = None,
@@ -40,18 +45,35 @@ def sweep(spec: Path | str | dict, out: Path | str, sets: list[str] | None = Non
 def _format(format: str) -> str:
     if format not in FORMATS:
         raise AttnlabError(f"format: unknown {format!r}; valid: {', '.join(FORMATS)}")
-    if format == "pandas" and importlib.util.find_spec("pandas") is None:
-        raise AttnlabError("format='pandas' needs pandas (pip install pandas); format='arrow' needs nothing more")
+    for lib in ("pandas", "polars"):
+        if format == lib and importlib.util.find_spec(lib) is None:
+            raise AttnlabError(f"format={lib!r} needs {lib} (pip install {lib}); format='arrow' needs nothing more")
     return format
 
 
-def load(out: Path | str, format: str = "pandas"):
-    """The results table of a results directory (DIR/results.parquet, one row per cell): a
-    pandas DataFrame, or with ``format="arrow"`` a pyarrow Table."""
+def _as(table, format: str):
+    if format == "pandas":
+        return table.to_pandas()
+    if format == "polars":
+        import polars
+
+        return polars.from_arrow(table)
+    return table
+
+
+def load(out: Path | str, format: str = "pandas", traces: str = "wide"):
+    """The results table of a results directory (DIR/results.parquet): a pandas DataFrame, a
+    pyarrow Table (``format="arrow"``) or a polars DataFrame (``"polars"``). ``traces="wide"``:
+    one row per cell, each trace a list column (``trace_step`` the logged steps); ``"long"``: one
+    row per cell × logged step, with ``step`` and every trace aligned with it as a number (the
+    cell's other columns repeated; list columns on another schedule, such as array probes, stay
+    lists)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     _format(format)
+    if traces not in TRACES:
+        raise AttnlabError(f"traces: unknown {traces!r}; valid: {', '.join(TRACES)}")
     path = Path(out) / "results.parquet"
     if not path.is_file():
         parts = Path(out, "parts")
@@ -61,7 +83,73 @@ def load(out: Path | str, format: str = "pandas"):
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as e:
         raise AttnlabError(f"{path}: cannot read ({e})") from None
-    return table.to_pandas() if format == "pandas" else table
+    return _as(_long(table) if traces == "long" else table, format)
+
+
+def _long(table):
+    """One row per cell × entry of ``trace_step``: the traces of the same length flattened."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "trace_step" not in table.column_names:
+        raise AttnlabError("traces='long': this run records no traces (no trace_step column)")
+    steps = table.column("trace_step").combine_chunks()
+    n = pc.list_value_length(steps)
+    aligned = [c for c in table.column_names if c.startswith("trace_") and c != "trace_step"
+               and pc.all(pc.equal(pc.list_value_length(table.column(c).combine_chunks()), n)).as_py()]  # fmt: skip
+    parent = pc.list_parent_indices(steps)
+    cols = {c: table.column(c).take(parent) for c in table.column_names if c != "trace_step" and c not in aligned}
+    cols["step"] = pc.list_flatten(steps)
+    cols |= {c: pc.list_flatten(table.column(c).combine_chunks()) for c in aligned}
+    return pa.table(cols)
+
+
+def to_xarray(out: Path | str):
+    """The results as an ``xarray.Dataset``: dimensions the grid's axes (every cell field that
+    varies: part fields, the experiment's tags), ``block``, ``rep`` and, for traces, ``step``;
+    the metrics (final scalars) and the traces (``trace_*``, over ``step``) are variables. A design
+    that is not a full grid (stages, derived rows, variants) gets one ``cell`` dimension instead,
+    with the fields as coordinates. NaN marks only a missing value: a grid point with no cell
+    (never, for a full grid) or a step a cell did not log."""
+    import pyarrow as pa
+
+    try:
+        import xarray as xr
+    except ImportError:
+        raise AttnlabError("to_xarray needs xarray (pip install xarray, or the project's xarray extra)") from None
+    wide = load(out, "arrow")
+    df = wide.to_pandas()
+    listed = {c for c in wide.column_names if isinstance(wide.schema.field(c).type, pa.ListType)}
+    # the cell's fields: its parts' and the experiment's own labels (strings: tags such as a stage)
+    fields = [c for c in df.columns if c not in KEYS and c not in listed
+              and (c.split(".", 1)[0] in ("data", "model", "train") or pa.types.is_string(wide.schema.field(c).type))]  # fmt: skip
+    scalar = [c for c in df.columns if c not in fields and c not in KEYS and c not in listed]
+    dims = [c for c in fields if df[c].astype(str).nunique() > 1]
+    for f in reversed(dims[:]):  # a field fixed by the others (a regime label of its ‖μ‖) is a coordinate
+        others = [d for d in dims if d != f] + ["block", "rep"]
+        if df.groupby(others, dropna=False)[f].nunique(dropna=False).max() == 1 and len(dims) > 1:
+            dims.remove(f)
+    dims += ["block", "rep"]
+    labels = [c for c in fields if c not in dims and df[c].astype(str).nunique() > 1]
+    full = len(df.groupby(dims).size()) == len(df) == math.prod(df[d].astype(str).nunique() for d in dims)
+    traces = [c for c in wide.column_names if c.startswith("trace_") and c != "trace_step"]
+    if not full:
+        df = df.reset_index(drop=True).rename_axis("cell")
+        ds = xr.Dataset({c: ("cell", df[c].to_numpy()) for c in scalar + ["status"]},
+                        coords={c: ("cell", df[c].to_numpy()) for c in dims + labels + ["id"]})  # fmt: skip
+        if traces:
+            long = load(out, "pandas", traces="long").merge(df[["id"]].reset_index(), on="id")
+            tr = long.set_index(["cell", "step"])[[c for c in traces if c in long]].to_xarray()
+            ds = ds.merge(tr)
+        return ds.assign_attrs(layout="cell", dims=dims)
+    ds = df.set_index(dims)[scalar + ["status", "id"]].to_xarray()
+    for c in labels:  # fixed by the dimensions: a coordinate along the dimensions it depends on
+        ds = ds.assign_coords({c: df.set_index(dims)[c].to_xarray()})
+    if traces:
+        long = load(out, "pandas", traces="long")
+        ds = ds.merge(long.set_index(dims + ["step"])[[c for c in traces if c in long]].to_xarray())
+    return ds.assign_attrs(layout="grid", dims=dims)
+
 
 
 def connect(out: Path | str):
@@ -96,6 +184,16 @@ def connect(out: Path | str):
     return con
 
 
+def _quote_hint(sql: str, error: str) -> str:
+    """A Binder Error on ``train.lr`` (read by SQL as column lr of a table train): the quoted form."""
+    import re
+
+    names = sorted(set(re.findall(r'(?<!["\w.])((?:data|model|train)\.\w+)', sql)))
+    if names and "Binder Error" in error:
+        return " — namespaced columns need double quotes: " + ", ".join(f'"{n}"' for n in names)
+    return ""
+
+
 def query(out: Path | str, sql: str, format: str = "pandas"):
     """Run SQL over a results directory's ``results`` and ``parts`` views (see :func:`connect`);
     returns a pandas DataFrame or a pyarrow Table (None for a statement without a result). A SQL
@@ -113,9 +211,9 @@ def query(out: Path | str, sql: str, format: str = "pandas"):
         raise AttnlabError(f"SQL: the query is read-only — it sees the tables results and parts and no file "
                            f"({str(e).strip()})") from None  # fmt: skip
     except duckdb.Error as e:
-        raise AttnlabError(f"SQL: {str(e).strip()}") from None
+        raise AttnlabError(f"SQL: {str(e).strip()}{_quote_hint(sql, str(e))}") from None
     finally:
         con.close()
     if table is None:
         return None
-    return table.to_pandas() if format == "pandas" else table
+    return _as(table, format)

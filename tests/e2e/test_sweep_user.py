@@ -360,8 +360,8 @@ def test_load_gives_pandas_or_arrow(runs, monkeypatch):
     assert isinstance(table, pa.Table) and table.equals(pq.read_table(out / "results.parquet"))
     df = attnlab.load(out)
     assert len(df) == table.num_rows and list(df.columns) == table.column_names
-    with pytest.raises(AttnlabError, match="format: unknown 'polars'"):
-        attnlab.load(out, format="polars")
+    with pytest.raises(AttnlabError, match="format: unknown 'excel'"):
+        attnlab.load(out, format="excel")
     import importlib.util
 
     real = importlib.util.find_spec
@@ -394,7 +394,7 @@ def test_import_attnlab_is_cheap_and_sweep_stays_callable():
             "import attnlab.sweep.store; assert callable(attnlab.sweep); print(sorted(attnlab.__all__))")  # fmt: skip
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "['load', 'query', 'reproduce', 'sweep']"
+    assert r.stdout.strip() == "['load', 'query', 'reproduce', 'sweep', 'to_xarray']"
 
 
 def test_notebook_resumes_the_example_grid_and_runs(runs, tmp_path, monkeypatch):
@@ -410,3 +410,37 @@ def test_notebook_resumes_the_example_grid_and_runs(runs, tmp_path, monkeypatch)
     assert len(ns["best"]) == 3 and (out.parent / "train_loss.png").is_file()
     assert ns["fig1"]["experiment"] == "jiang2024-fig1" and ns["fig1"]["claims"]
     assert os.path.isfile(out.parent / "fig1" / "report.html")
+
+
+def test_tidy_results_long_traces_polars_and_xarray(runs):
+    """load(traces="long"): one row per cell × logged step, traces as numbers; polars where pandas
+    is; to_xarray: the grid's axes, block and rep (and step for traces) as dimensions, each value
+    where the wide table has it."""
+    import polars
+
+    out, _ = runs["jiang2024_lr_init"]
+    wide = attnlab.load(out)
+    long = attnlab.load(out, traces="long")
+    assert len(long) == sum(len(s) for s in wide["trace_step"]) and "step" in long and "trace_step" not in long
+    first = wide.iloc[0]
+    rows = long[long["id"] == first["id"]]
+    assert rows["step"].tolist() == list(first["trace_step"])
+    assert rows["trace_train_loss"].tolist() == pytest.approx(list(first["trace_train_loss"]), rel=0, abs=0)
+    pl = attnlab.load(out, format="polars", traces="long")
+    assert isinstance(pl, polars.DataFrame) and pl.shape == long.shape
+    ds = attnlab.to_xarray(out)
+    axes = [a for a in ds.attrs["dims"] if a not in ("block", "rep")]
+    assert ds.attrs["layout"] == "grid" and {"train.lr", "model.init_scale"} <= set(axes)
+    assert set(ds["trace_train_loss"].dims) == {*ds.attrs["dims"], "step"}
+    for _, c in wide.iterrows():  # every cell's numbers are where its coordinates say
+        at = {a: c[a] for a in ds.attrs["dims"]}
+        assert float(ds["test_loss"].sel(at)) == c["test_loss"]
+        assert ds["trace_train_loss"].sel(at).values.tolist() == list(c["trace_train_loss"])
+    with pytest.raises(AttnlabError, match="traces: unknown 'tall'"):
+        attnlab.load(out, traces="tall")
+
+
+def test_a_binder_error_on_a_namespaced_column_says_how_to_quote_it(runs):
+    out, _ = runs["jiang2024_lr_init"]
+    r = query(out, "SELECT train.lr, avg(test_loss) FROM results GROUP BY 1")
+    assert r.exit_code == 2 and 'namespaced columns need double quotes: "train.lr"' in r.output
