@@ -81,6 +81,8 @@ def reproduce_cmd(
             c["outcome"], "[yellow]INCONCLUSIVE")  # fmt: skip
         table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], style)
     out.print(table)
+    if scale == "smoke":
+        out.print("smoke scale is a pipeline check: these verdicts say nothing about the paper's claims", highlight=False)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 

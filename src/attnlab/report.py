@@ -231,6 +231,7 @@ TEMPLATE = _env.from_string(
 <p class="sub"><span class="mono">{{ exp.id }}</span> <span class="badge scale">{{ verdict.scale }}</span>
 &nbsp;{{ tally(claims) }}{% if n_counted %} &middot; <b>{{ n_pass }}/{{ n_counted }} claims pass</b>{% endif %}
 {% if n_counted < claims|length %} &middot; {{ claims|length - n_counted }} descriptive (not counted){% endif %}</p>
+{% if verdict.scale == "smoke" %}<p class="sub smoke"><b>Smoke scale is a pipeline check</b>: tiny grids and few steps that exercise every stage in seconds; its verdicts say nothing about the paper's claims (run the cpu or paper scale for those).</p>{% endif %}
 <nav>{% for anchor, label in sections %}<a href="#{{ anchor }}">{{ label }}</a>{% endfor %}</nav>
 </header>
 

@@ -162,3 +162,15 @@ def test_index_must_not_overwrite_a_results_file(runs, tmp_path):
     r = invoke("report", a, "--index", tmp_path)
     assert r.exit_code == 2 and "is a directory" in r.output
     assert files_of(tmp_path) == before
+
+
+def test_a_smoke_report_says_its_verdicts_mean_nothing(smoke, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(smoke("jiang2024-fig1").out, run)
+    from attnlab.experiments.base import rebuild
+
+    rebuild(run)
+    page = (run / "report.html").read_text()
+    assert "Smoke scale is a pipeline check" in page and "say nothing about the paper" in page
