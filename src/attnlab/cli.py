@@ -31,6 +31,7 @@ SetsOption = Annotated[
 ]
 ExecutorOption = Annotated[str, typer.Option(help=EXECUTOR_HELP)]
 QuietOption = Annotated[bool, typer.Option(help="no progress bar")]
+WIDE = 140  # terminal columns from which a claims table reads well; narrower: one claim per block
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="print the cells, buckets and memory a run would use; "
                                             "train and write nothing")]  # fmt: skip
 ForceOption = Annotated[
@@ -73,14 +74,22 @@ def reproduce_cmd(
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
-    table = Table(title=f"{exp_id} ({scale}): {verdict['cells']} cells, {verdict['runtime_s']:.1f} s")
-    for col in ("claim", "measured", "expected", "verdict"):
-        table.add_column(col, overflow="fold")
-    for c in verdict["claims"]:
-        style = {"pass": "[green]PASS", "fail": "[red]FAIL", "descriptive": "[blue]DESCRIPTIVE"}.get(
-            c["outcome"], "[yellow]INCONCLUSIVE")  # fmt: skip
-        table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], style)
-    out.print(table)
+    title = f"{exp_id} ({scale}): {verdict['cells']} cells, {verdict['runtime_s']:.1f} s"
+    styles = {"pass": "[green]PASS", "fail": "[red]FAIL", "descriptive": "[blue]DESCRIPTIVE"}
+    if out.width < WIDE:  # a narrow terminal: one claim per block, lines wrapped at spaces, never mid-word
+        out.print(f"[bold]{title}[/bold]")
+        for c in verdict["claims"]:
+            out.print(f"\n{styles.get(c['outcome'], '[yellow]INCONCLUSIVE')}[/] [bold]{c['id']}[/bold]")
+            out.print(f"  measured: {fmt_text(c['measured'])}", markup=False, highlight=False)
+            out.print(f"  rule: {c['expected']}", markup=False, highlight=False)
+        out.print()
+    else:
+        table = Table(title=title)
+        for col in ("claim", "measured", "expected", "verdict"):
+            table.add_column(col, overflow="fold")
+        for c in verdict["claims"]:
+            table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], styles.get(c["outcome"], "[yellow]INCONCLUSIVE"))
+        out.print(table)
     if scale == "smoke":
         out.print("smoke scale is a pipeline check: these verdicts say nothing about the paper's claims", highlight=False)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)

@@ -287,3 +287,11 @@ def test_dry_run_plans_without_training_or_writing(tmp_path):
                     'd_v = 4\n')  # fmt: skip
     r = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--dry-run"])
     assert r.exit_code == 0 and "2 cells in 1 buckets" in r.output and not out.exists(), r.output
+
+
+def test_a_narrow_terminal_lists_claims_without_breaking_words(smoke, monkeypatch):
+    """At 80 columns each claim is a block whose lines wrap at spaces: no identifier is cut."""
+    run = smoke("jiang2024-fig3")
+    assert max(map(len, run.output.splitlines())) <= 80
+    assert "median_onset_attention: " in run.output and "threshold_1.25/M: " in run.output  # whole words
+    assert "measured: " in run.output and "rule: " in run.output
