@@ -207,9 +207,15 @@ class Fig3(Experiment):
         for row, regime in zip(axes, spec.regime, strict=True):
             t, get = self._traces(cols, regime)
             s = analysis.summary[regime]
+            onsets = {k: np.median(v) for k, v in s["onset steps"].items()}
+            judged = {"attention (sample 0)": "attention", "V-scalars": "V",
+                      "QK logits, signal and strong-noise queries": "QK", "QK logits, weak-noise query": "QK"}  # fmt: skip
             for ax, (title, series) in zip(row, panels, strict=True):
                 for name, label in series:
                     plots.band(ax, t, get(name), label)
+                group = judged.get(title)
+                if group and np.isfinite(onsets[group]):  # the onset the stages claim judges (median over repeats)
+                    ax.axvline(onsets[group], color="black", lw=0.8, ls="--", label=f"{group} onset (median)")
                 if title == "attention (sample 0)":
                     ax.axhline(1 / c["data.M"], color="grey", lw=0.8, ls=":", label="uniform 1/M")
                 ax.set_title(title)
