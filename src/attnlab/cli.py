@@ -48,9 +48,10 @@ def list_() -> None:
 
 @app.command("reproduce")
 def reproduce_cmd(
-    exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`)")],
+    exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`), or all")],
     scale: Annotated[str, typer.Option(help=f"one of {', '.join(SCALES)}")] = "cpu",
-    out_dir: Annotated[Path | None, typer.Option("--out", help="results directory (default results/ID-SCALE)")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="results directory (default results/ID-SCALE; with "
+                                                 "all: OUT/ID-SCALE)")] = None,  # fmt: skip
     sets: SetsOption = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML file of field values (applied before --set)")
@@ -60,9 +61,12 @@ def reproduce_cmd(
     force: ForceOption = False,
     dry_run: DryRunOption = False,
 ) -> None:
-    """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html."""
+    """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html.
+    ``all``: every experiment in turn (each resumable), then an index page of every claim."""
     from attnlab.report import fmt_text
 
+    if exp_id == "all":
+        return _reproduce_all(scale, out_dir, sets or [], executor, quiet, force, dry_run)
     try:
         exp = get(exp_id)
         if dry_run:
@@ -93,6 +97,42 @@ def reproduce_cmd(
     if scale == "smoke":
         out.print("smoke scale is a pipeline check: these verdicts say nothing about the paper's claims", highlight=False)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run) -> None:
+    """Every experiment at ``scale`` into ``out_dir``/ID-SCALE, one after another (a rerun resumes
+    where it stopped), then one index of every claim; a summary line per id, exit 1 if one failed
+    to run."""
+    import time
+
+    from attnlab import report
+
+    root = out_dir or Path("results")
+    if sets:
+        err.print("error: --set: applies to one experiment's fields; give an id, not all", highlight=False)
+        raise typer.Exit(2)
+    done, failed, t0 = [], [], time.perf_counter()
+    for exp_id, exp in registry().items():
+        try:
+            if dry_run:
+                _print_plan(exp, exp.spec(scale))
+                continue
+            target = root / f"{exp_id}-{scale}"
+            v = reproduce(exp, scale, target, executor=executor, progress=not quiet, force=force)
+            tally = {o: sum(c["outcome"] == o for c in v["claims"]) for o in ("pass", "fail", "inconclusive", "descriptive")}
+            out.print(f"{exp_id}: {v['cells']} cells, {v['runtime_s']:.0f} s — " + ", ".join(f"{n} {o}" for o, n in
+                      tally.items() if n), highlight=False)  # fmt: skip
+            done.append((target / "report.html", v))
+        except AttnlabError as e:
+            err.print(f"error: {exp_id}: {e}", highlight=False, soft_wrap=True, markup=False)
+            failed.append(exp_id)
+    if done:
+        index = report.write_index(root / f"index-{scale}.html", done)
+        out.print(f"all ({scale}): {len(done)} experiments in {time.perf_counter() - t0:.0f} s; index: {index.resolve()}",
+                  highlight=False, soft_wrap=True)  # fmt: skip
+    if failed:
+        err.print(f"error: {len(failed)} experiment(s) did not run: {', '.join(failed)}", highlight=False)
+        raise typer.Exit(1)
 
 
 def _print_plan(exp, spec) -> None:

@@ -295,3 +295,13 @@ def test_a_narrow_terminal_lists_claims_without_breaking_words(smoke, monkeypatc
     assert max(map(len, run.output.splitlines())) <= 80
     assert "median_onset_attention: " in run.output and "threshold_1.25/M: " in run.output  # whole words
     assert "measured: " in run.output and "rule: " in run.output
+
+
+def test_reproduce_all_plans_every_id_and_refuses_sets():
+    r = runner.invoke(app, ["reproduce", "all", "--scale", "smoke", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    from attnlab.experiments import registry
+
+    assert r.output.count("dry run") == len(registry())
+    r = runner.invoke(app, ["reproduce", "all", "--set", "reps=2"])
+    assert r.exit_code == 2 and "--set: applies to one experiment's fields" in r.output
