@@ -207,7 +207,7 @@ class Fig3(Experiment):
         for row, regime in zip(axes, spec.regime, strict=True):
             t, get = self._traces(cols, regime)
             s = analysis.summary[regime]
-            onsets = {k: np.median(v) for k, v in s["onset steps"].items()}
+            onsets = {k: np.median([np.inf if x is None else x for x in v]) for k, v in s["onset steps"].items()}
             judged = {"attention (sample 0)": "attention", "V-scalars": "V",
                       "QK logits, signal and strong-noise queries": "QK", "QK logits, weak-noise query": "QK"}  # fmt: skip
             for ax, (title, series) in zip(row, panels, strict=True):
