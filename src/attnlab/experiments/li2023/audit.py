@@ -24,9 +24,11 @@ z = 4, every run at N = 10 fails), so its bias on the exponent is left to the re
 Noise: s (the logistic fit's coefficient of log N), T's level, N-slope and scatter.
 
 Attention concentration (fig3: :data:`ATTENTION`). Per repeat, on the run's logged steps,
-A(t) = A_∞ − (A_∞ − A_0)(1 + t/t₁)^−q: H1 the paper's Fig. 3 (A_0 = 0.54, A(100) = 0.91) with
-the proved rate 1 − A(t) = O(1/t) (A_∞ = 1, q = 1); H0 no concentration (rises), a plateau of
-0.85 below the level (near-one), or a slower decay q = ½ (rate). Noise: the spread of A_0, of
+A(t) = A_∞ − (A_∞ − A_0)(1 + t/t₁)^−q, t₁ set so that A(100) = 0.91 (on the plateau A_∞ where it
+lies above 0.91, else on 1): H1 the paper's Fig. 3 (A_0 = 0.54, A(100) = 0.91) with the proved
+rate O(1/t) (q = 1; A_∞ = 1, and for the rate claim a plateau A_∞ = 0.95 below 1, the theory's
+1 − η^C); H0 no concentration (rises), a plateau of 0.85 below the level (near-one), or a slower
+decay q = ½ to the same plateau (rate). Noise: the spread of A_0, of
 the rise's time t₁ and of the plateau over repeats, and the step-to-step jitter of 1 − A.
 
 Token sparsification (fig4: :data:`SPARSIFICATION`). Each trained cell gets its own test set of
@@ -210,7 +212,8 @@ def simulate_attention(world: dict, noise: dict, spec, cells: list[dict], rng: n
     t = np.asarray(T.log_schedule(c0["train.max_steps"], every=c0["train.log_every"],
                                   dense_until=c0["train.log_dense_until"]), float)  # fmt: skip
     q, A_inf = world["q"], world["A_inf"]
-    t1 = 100 / (((1 - A_0) / (1 - A_100)) ** (1 / q) - 1)  # so that A(100) = A_100 when A_∞ = 1
+    top = A_inf if A_inf > A_100 else 1.0  # the level A(100) = A_100 is calibrated on
+    t1 = 100 / (((top - A_0) / (top - A_100)) ** (1 / q) - 1)
     a0 = A_0 + noise["A0_sd"] * rng.standard_normal(n)
     t1 = t1 * np.exp(noise["onset_sd"] * rng.standard_normal(n))
     plateau = A_inf + (noise["plateau_sd"] if A_inf < 1 else 0.0) * rng.standard_normal(n)  # A ≤ 1 always
@@ -236,6 +239,9 @@ def plug_in_attention(cols: dict, spec) -> dict:
 
 
 _H1_ATTN = {"A_inf": 1.0, "q": 1.0}
+# the rate claim's plateau: the theory's 1 − η^C lies below 1 (the level is a nuisance of the rule,
+# which fits A_∞; 0.95 is where the cpu run levels off, the effect q = 1 is the theorem's)
+A_PLATEAU = 0.95
 ATTENTION = Design(
     simulate=simulate_attention,
     claims=(
@@ -244,9 +250,10 @@ ATTENTION = Design(
         ClaimAudit("near-one", Hypothesis("A(T) → 1 as O(1/t) (A(500) ≈ 0.98)", FIG3, _H1_ATTN),
                    Hypothesis("the same rise to a plateau of 0.85, below the level 0.9", "partial concentration: the "
                               "paper argues the mass tends to near 1", {"A_inf": 0.85, "q": 1.0})),
-        ClaimAudit("rate", Hypothesis("1 − A(t) ∝ (1 + t/t₁)^−1: O(1/t), the proved rate", FIG3, _H1_ATTN),
-                   Hypothesis("1 − A(t) ∝ (1 + t/t₁)^−½ (A(100) = 0.91 too)", "a slower decay than the O(1/t) the "
-                              "paper proves", {"A_inf": 1.0, "q": 0.5})),
+        ClaimAudit("rate", Hypothesis(f"A_∞ − A(t) ∝ (1 + t/t₁)^−1 to a plateau A_∞ = {A_PLATEAU} below 1: O(1/t), the "
+                                      "proved rate", FIG3 + "; the plateau 1 − η^C of Thm 1", {"A_inf": A_PLATEAU, "q": 1.0}),
+                   Hypothesis("A_∞ − A(t) ∝ (1 + t/t₁)^−½ to the same plateau (A(100) = 0.91 too)", "a slower decay "
+                              "than the O(1/t) the paper proves", {"A_inf": A_PLATEAU, "q": 0.5})),
     ),
     noise={"A0_sd": 0.0049, "plateau_sd": 0.0026, "onset_sd": 0.54, "jitter": 0.047},
     noise_source="default: measured on a cpu-scale run of li2023-fig3 (10 repeats)",

@@ -4,13 +4,21 @@ attention-free baseline (Fig. 2), over (τ, N) and over (σ, N) — all on
 floor, the learning rate tuned on separate validation runs first).
 
 Claims, fixed before any run (thresholds are Spec fields):
-  line        (α_* diagrams) the paper's straight line N_c = a + b·α_*^(−k) (k = 2 ViT, 4 baseline)
-              over the crossed columns: R² ≥ ``r2_min`` (0.9) and the interval of b above 0 pass;
-              R² < r2_min fails. R² is reported, not a test of the law's form: see exponent
+  line        (α_* diagrams; descriptive: reported, never judged) the paper's straight line
+              N_c = a + b·α_*^(−k) (k = 2 ViT, 4 baseline) over the crossed columns, its R² and the
+              interval of b. An R² ≥ ``r2_min`` (0.9) does not separate the α_*^−2 and α_*^−4 laws:
+              ``attnlab audit`` (200 simulations, cpu design) gave the rule "R² ≥ 0.9 and b > 0"
+              power 0.68 and false pass 0.88 (fig1), 0.79 and 0.40 (fig2) — with a handful of
+              columns either law's N_c is close to a line in either coordinate; the law is decided
+              by likelihood (and exponent)
   exponent    (α_* diagrams) the free exponent p of N·α_*^p = C over every run: its interval lies
-              inside ``p_margin`` ([1.5, 2.5] ViT, [3, 5] baseline); fail if disjoint
-  likelihood  (α_* diagrams) the fit with p fixed at the paper's value beats the one at the other
-              value (2 vs 4) by ≥ ``min_log_ratio`` (2) in log-likelihood; fail if it loses by as much
+              inside ``p_margin`` ([1.5, 2.5] ViT, [3, 5] baseline); fail if disjoint; descriptive
+              below ``exponent_min_runs`` grid runs (2000 fig1, 1000 fig2), where its audit power is
+              below 0.8: at the cpu design's 252 runs the bootstrap interval of p is about as wide
+              as the margin (power 0.035 fig1, 0.31 fig2; 0.78 at 1008 / 504 runs, 1.0 at 2016 / 1008)
+  likelihood  (α_* diagrams; the judged test of the law) the fit with p fixed at the paper's value
+              beats the one at the other value (2 vs 4) by ≥ ``min_log_ratio`` (2) in
+              log-likelihood; fail if it loses by as much
   iterations  (α_* diagrams) T to zero training hinge loss ∝ α_*^−r (controlling for log N) with
               the interval of r inside ``iter_margin`` ([0.5, 1.5]; the theory says r = 1)
   shift       (τ, σ diagrams) N_c grows with the column's variable: the interval of
@@ -18,6 +26,8 @@ Claims, fixed before any run (thresholds are Spec fields):
 """
 
 from __future__ import annotations
+
+from pydantic import Field
 
 from attnlab import rules
 from attnlab.experiments import li2023 as common
@@ -27,6 +37,12 @@ from attnlab.experiments.li2023.audit import diagram_design
 from attnlab.experiments.li2023.phase import Diagram, DiagramSpec
 
 TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]
+# grid runs from which the exponent claim is judged: where its audit power reaches 0.8. Measured on the cpu
+# grid (7 α_* × 6 N) with `attnlab.audit.audit(exp, exp.spec("cpu", sets=["reps=K", "exponent_min_runs=0"]),
+# "cpu", sims=50)`: fig1 power 0.035 at 6 reps (252 runs, 200 simulations), 0.78 at 24 (1008), 1.0 at 48
+# (2016); fig2 0.31 at 6 reps (252, 200 simulations), 0.78 at 12 (504), 1.0 at 24 (1008)
+EXPONENT_MIN_RUNS_FIG1 = 2000
+EXPONENT_MIN_RUNS_FIG2 = 1000
 
 # α_* = n/L with distinct counts n_* = 5, 6, 7, 8, 9, 10, 12 at L = 50: α_*⁻² from 6.9 to 100, a
 # 2.4-fold range in α_* (the paper's Fig. 1 grid spans 1.9-fold, its Fig. 2 grid 1.13-fold).
@@ -45,6 +61,26 @@ SMOKE = dict(
 )  # fmt: skip
 
 
+# (power, false pass) of the retired line rule "R² ≥ 0.9 and b > 0" at the cpu design (200 simulations)
+LINE_AUDIT = {2.0: (0.68, 0.88), 4.0: (0.79, 0.40)}
+
+
+class AlphaSpec(DiagramSpec):
+    """The α_* diagrams' fields."""
+
+    exponent_min_runs: int = Field(
+        EXPONENT_MIN_RUNS_FIG1, ge=0,
+        description="fewer grid runs: the exponent claim is descriptive (underpowered, see `attnlab audit`)",
+    )  # fmt: skip
+
+
+class Fig2Spec(AlphaSpec):
+    exponent_min_runs: int = Field(
+        EXPONENT_MIN_RUNS_FIG2, ge=0,
+        description="fewer grid runs: the exponent claim is descriptive (underpowered, see `attnlab audit`)",
+    )  # fmt: skip
+
+
 class LiDiagram(Diagram):
     """A li2023 diagram in the default regime."""
 
@@ -58,6 +94,7 @@ class LiDiagram(Diagram):
 
 class AlphaDiagram(LiDiagram):
     axis = "data.alpha_star"
+    Spec = AlphaSpec
 
     def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
         k = self.power
@@ -67,19 +104,21 @@ class AlphaDiagram(LiDiagram):
         summary["power law"] = law
         summary["α_* range"] = {"min": float(x.min()), "max": float(x.max()), "ratio": rounded(x.max() / x.min(), 3)}
         claims = []
-        rule = f"R² ≥ {spec.r2_min:g} and the 95 % interval of b above 0; fail if R² < {spec.r2_min:g}"
-        if line["r2"] is None:
-            v = rules.Verdict(rules.INCONCLUSIVE, line, rule, f"{line['n_columns']} crossed column(s); needs ≥ 3")
-        else:
-            ok = line["r2"] >= spec.r2_min and (line["b_ci95"][0] or -1) > 0
-            v = rules.Verdict(rules.PASS if ok else rules.FAIL if line["r2"] < spec.r2_min else rules.INCONCLUSIVE,
-                              line, rule)  # fmt: skip
-        claims.append(
-            Claim.of("line", f"N_c is a straight line in α_*^−{k:g} (the paper's Fig. {1 if k == 2 else 2})", v)
-        )
+        rule = (f"reported, not judged: R² of N_c on α_*^−{k:g} over the crossed columns (the paper's read-off: "
+                f"R² ≥ {spec.r2_min:g}, b > 0)")  # fmt: skip
+        why = (f"descriptive at every size: an R² ≥ {spec.r2_min:g} does not separate the α_*^−2 and α_*^−4 laws "
+               f"(`attnlab audit`, cpu design, 200 simulations: power {LINE_AUDIT[k][0]:g}, false pass "
+               f"{LINE_AUDIT[k][1]:g}); the law is judged by likelihood")  # fmt: skip
+        claims.append(Claim.of("line", f"N_c is a straight line in α_*^−{k:g} (the paper's Fig. {1 if k == 2 else 2})",
+                               rules.Verdict(rules.DESCRIPTIVE, line, rule), why))  # fmt: skip
+        ev = phase.exponent_verdict(law, spec.p_margin)
+        runs, why = int(g.sum()), ""
+        if runs < spec.exponent_min_runs:
+            ev = rules.Verdict(rules.DESCRIPTIVE, ev.measured, ev.rule)
+            why = (f"descriptive below {spec.exponent_min_runs} grid runs (this run: {runs}): `attnlab audit` gives the "
+                   f"rule a power below 0.8 there (the bootstrap interval of p is about as wide as the margin)")  # fmt: skip
         claims.append(Claim.of(
-            "exponent", f"N_c ∝ α_*^−{self.favoured:g}: the free exponent p of N·α_*^p = C",
-            phase.exponent_verdict(law, spec.p_margin)))  # fmt: skip
+            "exponent", f"N_c ∝ α_*^−{self.favoured:g}: the free exponent p of N·α_*^p = C", ev, why))  # fmt: skip
         claims.append(Claim.of(
             "likelihood", f"p = {self.favoured:g} explains the runs better than p = {6 - self.favoured:g}",
             phase.likelihood_verdict(law, self.favoured, spec.min_log_ratio)))  # fmt: skip
@@ -118,6 +157,7 @@ class Fig2(AlphaDiagram):
     id = "li2023-fig2"
     title = "Li et al. 2023, Fig. 2: attention-free baseline success rate over (α_*⁻⁴, N)"
     power, favoured = 4.0, 4.0
+    Spec = Fig2Spec
     audit = diagram_design(NOISE_FIG2, "default: measured on a cpu-scale run of li2023-fig2")
     scales = {
         "smoke": SMOKE | {"model": {"m": 16, "m_a": 8}},
