@@ -116,7 +116,7 @@ def to_xarray(out: Path | str):
     try:
         import xarray as xr
     except ImportError:
-        raise AttnlabError("to_xarray needs xarray (pip install xarray, or the project's xarray extra)") from None
+        raise AttnlabError("to_xarray needs xarray (pip install xarray, or the project's tidy extra)") from None
     wide = load(out, "arrow")
     df = wide.to_pandas()
     listed = {c for c in wide.column_names if isinstance(wide.schema.field(c).type, pa.ListType)}
@@ -138,7 +138,7 @@ def to_xarray(out: Path | str):
         ds = xr.Dataset({c: ("cell", df[c].to_numpy()) for c in scalar + ["status"]},
                         coords={c: ("cell", df[c].to_numpy()) for c in dims + labels + ["id"]})  # fmt: skip
         if traces:
-            long = load(out, "pandas", traces="long").merge(df[["id"]].reset_index(), on="id")
+            long = _long(wide).to_pandas().merge(df[["id"]].reset_index(), on="id")
             tr = long.set_index(["cell", "step"])[[c for c in traces if c in long]].to_xarray()
             ds = ds.merge(tr)
         return ds.assign_attrs(layout="cell", dims=dims)
@@ -146,10 +146,9 @@ def to_xarray(out: Path | str):
     for c in labels:  # fixed by the dimensions: a coordinate along the dimensions it depends on
         ds = ds.assign_coords({c: df.set_index(dims)[c].to_xarray()})
     if traces:
-        long = load(out, "pandas", traces="long")
+        long = _long(wide).to_pandas()
         ds = ds.merge(long.set_index(dims + ["step"])[[c for c in traces if c in long]].to_xarray())
     return ds.assign_attrs(layout="grid", dims=dims)
-
 
 
 def connect(out: Path | str):
