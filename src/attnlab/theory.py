@@ -128,6 +128,13 @@ def _irls_batch(Z: np.ndarray, s: np.ndarray, W: np.ndarray, ridge: float, iters
     return beta
 
 
+def resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, n): how often each row is drawn in each of ``n_boot`` resamples, each drawn as
+    ``rng.integers(0, n, n)`` (the generator calls of :func:`bootstrap`, so the same resamples)."""
+    idx = np.array([rng.integers(0, n, n) for _ in range(n_boot)], int).reshape(n_boot, n)
+    return np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n).reshape(n_boot, n)
+
+
 def bootstrap_fit(Z: np.ndarray, s: np.ndarray, value: Callable[[np.ndarray], np.ndarray], n_boot: int,
                   seed: int = 0, ridge: float = 1e-4, iters: int = 100) -> tuple[float, float, float]:  # fmt: skip
     """:func:`bootstrap` of stat(idx) = value(β̂ of :func:`logistic_fit` on Z[idx], s[idx]), with
@@ -139,9 +146,7 @@ def bootstrap_fit(Z: np.ndarray, s: np.ndarray, value: Callable[[np.ndarray], np
     point = float(value(logistic_fit(Z, s, ridge, iters)[0][None])[0])
     if n_boot == 0:
         return point, np.nan, np.nan
-    idx = np.stack([rng.integers(0, n, n) for _ in range(n_boot)])
-    W = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n).reshape(n_boot, n)
-    boots = value(_irls_batch(Z, s, W.astype(float), ridge, iters))
+    boots = value(_irls_batch(Z, s, resample_counts(n, n_boot, rng).astype(float), ridge, iters))
     boots = boots[np.isfinite(boots)]
     if len(boots) < max(10, n_boot // 2):
         return point, np.nan, np.nan

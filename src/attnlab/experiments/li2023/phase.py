@@ -71,12 +71,6 @@ def _crossing(logN: np.ndarray, s: np.ndarray) -> float:
     return float(np.exp(-b[0] / b[1])) if b[1] > 1e-9 else np.nan
 
 
-def _resampled(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """Counts (n_boot, n) of each row in ``n_boot`` resamples, each drawn as ``rng.integers(0, n, n)``."""
-    idx = np.array([rng.integers(0, n, n) for _ in range(n_boot)], int).reshape(n_boot, n)
-    return np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n).reshape(n_boot, n)
-
-
 def _ratios(Z: np.ndarray, s: np.ndarray, W: np.ndarray, num, den: int) -> np.ndarray:
     """num(β)/β[den] of the logistic fit of every resample (rows counted W[b] times; NaN without
     both outcomes or with β[den] ≤ 1e-9): :func:`attnlab.theory.logistic_fit` one resample at a
@@ -106,7 +100,7 @@ def column(x: float, N: np.ndarray, success: np.ndarray, n_boot: int, rng: np.ra
         status = CROSSED if np.isfinite(value) else FLAT
     value = value if status == CROSSED else np.nan
     Z = np.column_stack([np.ones_like(logN), logN])
-    boots = np.exp(_ratios(Z, s, _resampled(len(s), n_boot, rng), lambda b: -b[:, 0], 1))  # _crossing per resample
+    boots = np.exp(_ratios(Z, s, theory.resample_counts(len(s), n_boot, rng), lambda b: -b[:, 0], 1))  # _crossing per resample
     finite = boots[np.isfinite(boots)]
     lo, hi = np.percentile(finite, [2.5, 97.5]) if status == CROSSED and len(finite) >= n_boot // 2 else (np.nan,) * 2
     return Column(float(x), value, float(lo), float(hi), status, boots, rate)
@@ -156,7 +150,7 @@ def shift(x: np.ndarray, N: np.ndarray, success: np.ndarray, n_boot: int, seed: 
     b, _ = theory.logistic_fit(Z, s)
     value = -b[2] / b[1] if b[1] > 1e-9 else np.nan
     # theory.bootstrap's resamples and percentile interval, the fits batched
-    boots = _ratios(Z, s, _resampled(len(s), n_boot, np.random.default_rng(seed)), lambda b: -b[:, 2], 1)
+    boots = _ratios(Z, s, theory.resample_counts(len(s), n_boot, np.random.default_rng(seed)), lambda b: -b[:, 2], 1)
     boots = boots[np.isfinite(boots)]
     if len(boots) < max(10, n_boot // 2):
         return theory.Estimate(value, np.nan, np.nan, n_boot=n_boot)
