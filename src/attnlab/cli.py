@@ -161,7 +161,7 @@ def show_cmd(
     """The fields of an experiment (with their values at a scale, grid axes marked) or of a part
     (with their defaults), each with its description: what --set and TOML accept."""
     from attnlab import problem as P
-    from attnlab.report import _spec_rows, fmt_text
+    from attnlab.report import spec_rows, fmt_text
 
     try:
         kind, _, part_name = name.partition(":")
@@ -172,7 +172,7 @@ def show_cmd(
             title = f"{name}: {len(rows)} fields (defaults)"
         else:
             exp = get(name)
-            rows = _spec_rows(exp.spec(scale))
+            rows = spec_rows(exp.spec(scale))
             title = f"{exp.id} ({scale}, {exp.regime}): {exp.title}"
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)

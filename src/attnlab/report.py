@@ -407,7 +407,7 @@ def counted(claims: Sequence[dict]) -> int:
     return sum(c["outcome"] != "descriptive" for c in claims)
 
 
-def _spec_rows(spec) -> list[tuple[str, Any, bool, str]]:
+def spec_rows(spec) -> list[tuple[str, Any, bool, str]]:
     """(field, value, is a grid axis, description) of every spec field; part tables are
     flattened to ``kind.field`` with their part's own descriptions."""
     from attnlab import problem as P
@@ -480,7 +480,7 @@ def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], s
         summary=summary,
         notes=getattr(analysis, "notes", None) or [],
         description=(getattr(exp, "description", "") or "").strip("\n"),
-        spec_rows=_spec_rows(spec),
+        spec_rows=spec_rows(spec),
         sections=sections,
         audit=audit,
         generator=attnlab_version(),
