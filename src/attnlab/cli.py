@@ -161,7 +161,7 @@ def show_cmd(
     """The fields of an experiment (with their values at a scale, grid axes marked) or of a part
     (with their defaults), each with its description: what --set and TOML accept."""
     from attnlab import problem as P
-    from attnlab.report import spec_rows, fmt_text
+    from attnlab.report import fmt_text, spec_rows
 
     try:
         kind, _, part_name = name.partition(":")
