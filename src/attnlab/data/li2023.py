@@ -19,12 +19,16 @@ Roles of the tokens (``role``):
 only rejects α_* ≤ α_#.
 
 Token counts (``counts``):
-- ``"fixed"`` (default) *(assumed)*: exactly n_* = [α_*·L] relevant and n_# = [α_#·L] confusion
-  tokens, the rest irrelevant, at positions shuffled by a uniform random permutation. [x] is
-  rounding to the nearest integer with ties rounded *down* (:func:`n_tokens`; a 10⁻³ tolerance
-  makes it agree between Python and float32 inside jit): the default α_#·L = 0.05·50 = 2.5 gives
-  n_# = 2, as Python's ``round``. The spec requires n_* > n_#, so y is the majority vote
-  sign(#μ₁ − #μ₂), as the paper states.
+- ``"fixed"`` (default) *(assumed)*: exactly n_* relevant and n_# confusion tokens, the rest
+  irrelevant, at positions shuffled by a uniform random permutation. The counts are integers:
+  given as ``n_star``, ``n_hash``, or resolved from α_*, α_# as [α·L] (rounding to the nearest
+  integer with ties rounded *down*, :func:`n_tokens`; a 10⁻³ tolerance makes it agree between
+  Python and float32 inside jit). Without α_# or n_#, n_# = ⌊n_*/6⌋ (the sheet's α_# = α_*/6,
+  rounded so that n_#/n_* ≤ 1/6 < 1/(2e), the theory's condition). The spec then *stores the
+  realised fractions* α_* = n_*/L, α_# = n_#/L, so every α on a grid axis, in a cell and in a fit
+  is a realised count (rounding α_*·L and α_#·L independently made two columns of a grid the same
+  distribution). The spec requires n_* > n_#, so y is the majority vote sign(#μ₁ − #μ₂), as the
+  paper states.
 - ``"binomial"``: each token independently relevant w.p. α_*, confusion w.p. α_#, else
   irrelevant. The label stays the generating class, so a sample can have n_* ≤ n_# (its majority
   vote then disagrees with y): an irreducible error that :func:`oracle_error` shows.
@@ -197,6 +201,43 @@ def dataset(
     return _dataset(key, n, M=M, d=d, L=L, noise=noise, counts=counts, train=train, dtype=dtype, **num)
 
 
+NOISE_SD = {"coord": lambda tau, d: tau, "gaussian": lambda tau, d: tau / math.sqrt(d),
+            "ball": lambda tau, d: tau / math.sqrt(d + 2)}  # fmt: skip
+"""Per-coordinate standard deviation of the noise z_l at level τ in R^d, per noise law (uniform
+in the τ-ball: E z_i² = τ²/(d + 2))."""
+
+
+def mean_token_margin(n_star, n_hash, *, tau, d, L, kappa=SQRT2, noise="ball", noisy_frac=0.0, noisy_tau=1.0):
+    """The margin z of the best linear rule on the mean token x̄ = (1/L) Σ_l x_l, per sample:
+
+        z = (n_* − n_#)·κ/√2 / √(2·Σ_l σ_l²)
+
+    with σ_l the per-coordinate noise sd of token l (:data:`NOISE_SD`; [noisy_frac·L] tokens at
+    noisy_tau). Why: with orthogonal patterns μ_j = (κ/√2)e_j the irrelevant patterns and the
+    coordinates beyond μ₁, μ₂ are independent of y, so the best rule is y·(x̄₁ − x̄₂), whose mean
+    is (n_* − n_#)κ/(√2·L) and whose sd is √(2Σ_l σ_l²)/L (exactly normal for Gaussian noise, by
+    the central limit for ball noise). Its error per sample is Φ(−z)."""
+    k = n_tokens(noisy_frac, L)
+    sd = NOISE_SD[noise]
+    var = (L - k) * sd(tau, d) ** 2 + k * sd(noisy_tau, d) ** 2
+    return (n_star - n_hash) * kappa / SQRT2 / math.sqrt(2 * var) if var > 0 else math.inf
+
+
+def floor_success(z: float, n_test: int) -> float:
+    """P(zero errors on n_test fresh samples) of the best mean-token rule of margin z: Φ(z)^n_test."""
+    from scipy.stats import norm
+
+    return float(norm.cdf(z) ** n_test)
+
+
+def margin_of(fields: dict) -> float:
+    """:func:`mean_token_margin` of a validated spec's fields (realised counts)."""
+    L = fields["L"]
+    return mean_token_margin(n_tokens(fields["alpha_star"], L), n_tokens(fields["alpha_hash"], L), tau=fields["tau"],
+                             d=fields["d"], L=L, kappa=fields["kappa"], noise=fields["noise"],
+                             noisy_frac=fields["noisy_frac"], noisy_tau=fields["noisy_tau"])  # fmt: skip
+
+
 @functools.partial(jax.jit, static_argnames=("M",))
 def oracle_votes(X, *, M: int, kappa=SQRT2, mask=None):
     """#tokens nearest to μ₁ − #tokens nearest to μ₂ per sample (nearest of all M patterns,
@@ -226,8 +267,16 @@ class Spec(PartSpec):
     M: int = Field(20, description="number of patterns M (μ₁, μ₂ discriminative, μ₃..μ_M irrelevant)")
     d: PositiveInt = Field(20, description="token dimension d (≥ M; patterns in the first M coordinates)")
     L: PositiveInt = Field(50, description="tokens per sample L")
-    alpha_star: float = Field(0.3, ge=0, le=1, description="fraction of label-relevant tokens α_*")
-    alpha_hash: float | None = Field(None, ge=0, le=1, description="fraction of confusion tokens α_# (default α_*/6)")
+    alpha_star: float = Field(0.3, ge=0, le=1, description="fraction of label-relevant tokens α_* (fixed counts: n_*/L)")
+    alpha_hash: float | None = Field(
+        None, ge=0, le=1, description="fraction of confusion tokens α_# (default: ⌊n_*/6⌋/L, or α_*/6 for binomial)"
+    )
+    n_star: PositiveInt | None = Field(
+        None, exclude=True, description="label-relevant tokens per sample n_* (sets α_* = n_*/L; fixed counts)"
+    )
+    n_hash: int | None = Field(
+        None, ge=0, exclude=True, description="confusion tokens per sample n_# (sets α_# = n_#/L; default ⌊n_*/6⌋)"
+    )
     kappa: PositiveFloat = Field(SQRT2, description="pattern distance κ (√2: orthonormal patterns)")
     tau: NonNegativeFloat = Field(0.2, description="token noise level τ")
     noise: Literal["ball", "gaussian", "coord"] = Field(
@@ -256,6 +305,10 @@ class Spec(PartSpec):
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.counts == "fixed":
+            self._resolve_counts()
+        elif self.n_star is not None or self.n_hash is not None:
+            raise ValueError("data.n_star: token counts need counts = 'fixed' (binomial draws them per token)")
         if self.alpha_hash is None:
             self.alpha_hash = self.alpha_star / 6
         a, h = self.alpha_star, self.alpha_hash
@@ -277,6 +330,24 @@ class Spec(PartSpec):
         if self.spurious > 0 and self.M < 4:
             raise ValueError(f"data.spurious: a spurious pattern μ₃ needs M ≥ 4 (another irrelevant pattern), got M = {self.M}")  # fmt: skip
         return self
+
+
+    def _resolve_counts(self):
+        """n_*, n_# from the counts or the fractions; α_*, α_# set to the realised n/L."""
+        given = self.model_fields_set
+        if self.n_star is not None and "alpha_star" in given:
+            raise ValueError("data.n_star: give the relevant tokens as n_star or as alpha_star, not both")
+        if self.n_hash is not None and self.alpha_hash is not None:
+            raise ValueError("data.n_hash: give the confusion tokens as n_hash or as alpha_hash, not both")
+        L = self.L
+        n_s = self.n_star if self.n_star is not None else n_tokens(self.alpha_star, L)
+        if self.n_hash is not None:
+            n_h = self.n_hash
+        else:
+            n_h = n_tokens(self.alpha_hash, L) if self.alpha_hash is not None else n_s // 6
+        if n_s > L:
+            raise ValueError(f"data.n_star: {n_s} relevant tokens exceed L = {L}")
+        self.alpha_star, self.alpha_hash = n_s / L, n_h / L
 
 
 STATIC = ("M", "d", "L", "noise", "counts", "n_test", "sparsify", "sparsify_test")
