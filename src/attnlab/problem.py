@@ -540,6 +540,10 @@ class Composition:
     def shared(self, static: dict):
         return self.data.shared(split(static, "data")) if self.data.shared else None
 
+    def n_params(self, static: dict) -> int:
+        """The model's parameter count (trained and fixed) for a cell's static fields."""
+        return int(self.model.sizes(self._hp(static))[0])
+
     def cell_bytes(self, static: dict, pads: dict) -> int:
         """Rough peak memory of one cell: parameters ×4 (θ, gradient, update, optimiser
         state), its data, and the activations of the forward/backward pass ×3."""

@@ -42,14 +42,17 @@ def check_results_table(exp, table, v):
     if exp == "jiang2024-fig3":
         assert set(table.column("regime").to_pylist()) == {"harmful", "benign"}
         assert {"trace_attn_weak_max_mean", "trace_qk_strong_strong", "trace_V_signal"} <= names
-    if exp == "li2023-fig1":  # the lr tuning stage, then the grid at the chosen lr: one row per trained cell
+    if exp == "li2023-fig1":  # the lr tuning stage, the grid at the chosen lr, the linear learner's tuning and grid
         n_tune = len(spec.tune_lr) * spec.tune_reps
         n_grid = len(spec.data["alpha_star"]) * len(spec.data["N"]) * spec.reps
-        assert table.num_rows == v["cells"] == n_tune + n_grid
+        n_floor = len(spec.floor_lr) * spec.tune_reps + n_grid
+        assert table.num_rows == v["cells"] == n_tune + n_grid + n_floor
         t = table.to_pydict()
         tune = [i for i, s in enumerate(t["stage"]) if s == "tune"]
         grid = [i for i, s in enumerate(t["stage"]) if s == "grid"]
-        assert len(tune) == n_tune and len(grid) == n_grid
+        floor = [i for i, s in enumerate(t["stage"]) if s == "floor"]
+        assert len(tune) == n_tune and len(grid) == n_grid and len(floor) == n_grid
+        assert {t["model.name"][i] for i in floor} == {"li2023-linear"}
         assert sorted(t["train.lr"][i] for i in tune) == sorted(spec.tune_lr)
         (chosen,) = {t["train.lr"][i] for i in grid}
         assert chosen in spec.tune_lr
@@ -61,14 +64,16 @@ def check_results_table(exp, table, v):
         assert {"trace_step", "trace_attn_relevant", "trace_attn_entropy", "train.lr_mult.QK"} <= names
         steps = table.column("trace_step").to_pylist()
         assert all(len(a) == len(steps[0]) for a in table.column("trace_attn_relevant").to_pylist())
-    if exp == "li2023-fig4":  # derived rows: one per (trained cell, strategy, k)
+    if exp == "li2023-fig4":  # derived rows: one per (cell trained on all tokens, strategy, k), one per retrained cell
         ks = list(range(0, spec.k_max + 1, spec.k_step))
-        assert table.num_rows == v["cells"] * 4 * len(ks)
-        assert {"strategy", "k_removed", "test_loss", "test_hinge", "test_error"} <= names
+        retrained = 3 * len(spec.train_ks) * spec.reps
+        assert table.num_rows == (v["cells"] - retrained) * 4 * len(ks) + retrained
+        assert {"removal", "strategy", "k_removed", "test_loss", "test_hinge", "test_error"} <= names
         assert "params_npz" not in names
         t = table.to_pydict()
         keys = list(zip(t["id"], t["strategy"], t["k_removed"], strict=True))
         assert len(set(keys)) == len(keys) and len(set(t["id"])) == v["cells"]
+        assert t["removal"].count("train") == retrained
         assert set(t["strategy"]) == {"irrelevant", "noisiest", "random", "attention"}
         assert sorted(set(t["k_removed"])) == ks
 

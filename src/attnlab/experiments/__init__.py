@@ -8,13 +8,14 @@ from attnlab.experiments.base import Experiment
 
 def registry() -> dict[str, Experiment]:
     from attnlab.experiments.jiang2024 import fig1, fig2, fig3
-    from attnlab.experiments.li2023 import diagrams
+    from attnlab.experiments.li2023 import diagrams, regimes, settle
     from attnlab.experiments.li2023 import fig3 as li_fig3
     from attnlab.experiments.li2023 import fig4 as li_fig4
     from attnlab.experiments.li2023 import fig5 as li_fig5
     from attnlab.experiments.wu2023 import data_gram, dynamics, limit, mnist, width
 
-    li = (*diagrams.EXPERIMENTS[:2], li_fig3.EXPERIMENT, li_fig4.EXPERIMENT, li_fig5.EXPERIMENT, *diagrams.EXPERIMENTS[2:])
+    li = (diagrams.EXPERIMENTS[0], *regimes.EXPERIMENTS, diagrams.EXPERIMENTS[1], li_fig3.EXPERIMENT, li_fig4.EXPERIMENT,
+          li_fig5.EXPERIMENT, *diagrams.EXPERIMENTS[2:], *settle.EXPERIMENTS)
     return {
         e.id: e
         for e in (fig1.EXPERIMENT, fig2.EXPERIMENT, fig3.EXPERIMENT, *li, *dynamics.EXPERIMENTS, *width.EXPERIMENTS,

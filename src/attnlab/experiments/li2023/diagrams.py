@@ -1,35 +1,41 @@
 """The four li2023 phase diagrams: success rate over (α_*, N) for the ViT (Fig. 1) and the
 attention-free baseline (Fig. 2), over (τ, N) and over (σ, N) — all on
 :class:`attnlab.experiments.li2023.phase.Diagram` (critical N_c per column, its laws, the oracle
-floor, the learning rate tuned on separate validation runs first).
+and mean-token floors, the learning rate tuned on separate validation runs first).
+
+Before the run: the α_* columns are exact counts with strictly increasing net counts; each
+column's analytic mean-token margin z decides whether it is free of the floor (z ≥ ``free_z``,
+4) — only those columns enter the law fits —, and the lr is tuned at the hardest free column.
 
 Claims, fixed before any run (thresholds are Spec fields):
   line        (α_* diagrams; descriptive: reported, never judged) the paper's straight line
-              N_c = a + b·α_*^(−k) (k = 2 ViT, 4 baseline) over the crossed columns, its R² and the
-              interval of b. An R² ≥ ``r2_min`` (0.9) does not separate the α_*^−2 and α_*^−4 laws:
-              ``attnlab audit`` (200 simulations, cpu design) gave the rule "R² ≥ 0.9 and b > 0"
-              power 0.68 and false pass 0.88 (fig1), 0.79 and 0.40 (fig2) — with a handful of
-              columns either law's N_c is close to a line in either coordinate; the law is decided
-              by likelihood (and exponent)
-  exponent    (α_* diagrams) the free exponent p of N·α_*^p = C over every run: its interval lies
-              inside ``p_margin`` ([1.5, 2.5] ViT, [3, 5] baseline); fail if disjoint; descriptive
-              below ``exponent_min_runs`` grid runs (2000 fig1, 1000 fig2), where its audit power is
-              below 0.8: at the cpu design's 252 runs the bootstrap interval of p is about as wide
-              as the margin (power 0.035 fig1, 0.31 fig2; 0.78 at 1008 / 504 runs, 1.0 at 2016 / 1008)
-  likelihood  (α_* diagrams; the judged test of the law) the fit with p fixed at the paper's value
-              beats the one at the other value (2 vs 4) by ≥ ``min_log_ratio`` (2) in
-              log-likelihood; fail if it loses by as much
-  iterations  (α_* diagrams) T to zero training hinge loss ∝ α_*^−r (controlling for log N) with
-              the interval of r inside ``iter_margin`` ([0.5, 1.5]; the theory says r = 1)
+              N_c = a + b·α_*^(−k) (k = 2 ViT, 4 baseline) over the crossed free columns, its R²
+              and the interval of b. An R² ≥ ``r2_min`` (0.9) does not separate the α_*^−2 and
+              α_*^−4 laws: ``attnlab audit`` (200 simulations, cpu design) gave the rule "R² ≥ 0.9
+              and b > 0" power 0.68 and false pass 0.88 (fig1), 0.79 and 0.40 (fig2); the law is
+              decided by likelihood (and exponent)
+  exponent    (α_* diagrams) the free exponent p of N·α_*^p = C over every run of the free
+              columns: its interval lies inside ``p_margin`` ([1.5, 2.5] ViT, [3, 5] baseline);
+              fail if disjoint; descriptive below ``exponent_min_runs`` runs (2000 fig1, 1000
+              fig2), where its audit power is below 0.8
+  likelihood  (α_* diagrams; the judged test of the law) over the free columns, the fit with p
+              fixed at the paper's value beats the one at the other value (2 vs 4) by ≥
+              ``min_log_ratio`` (2) in log-likelihood; fail if it loses by as much
+  iterations  (α_* diagrams) T to zero training hinge loss ∝ α_*^−r (controlling for log N), every
+              grid run, those stopped by the step cap censored (:func:`.phase.iterations`): the
+              interval of r inside ``iter_margin`` ([0.5, 1.5]; the theory says r = 1)
+  iterations-eta  (with an η stage, ``eta_mults``) T ∝ η^−e at the tuning column: e inside
+              ``iter_margin`` (the theory's T = Θ(α_*⁻¹η⁻¹))
   shift       (τ, σ diagrams) N_c grows with the column's variable: the interval of
-              d log N_c / dx lies above 0
+              d log N_c / dx over the free columns lies above 0
+A law claim is descriptive when fewer than ``min_free_columns`` columns are free of the floor.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from attnlab import rules
+from attnlab import rules, theory
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Claim, merge, rounded
 from attnlab.experiments.li2023 import phase
@@ -44,10 +50,14 @@ TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]
 EXPONENT_MIN_RUNS_FIG1 = 2000
 EXPONENT_MIN_RUNS_FIG2 = 1000
 
-# α_* = n/L with distinct counts n_* = 5, 6, 7, 8, 9, 10, 12 at L = 50: α_*⁻² from 6.9 to 100, a
-# 2.4-fold range in α_* (the paper's Fig. 1 grid spans 1.9-fold, its Fig. 2 grid 1.13-fold).
-ALPHA_CPU = [0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.24]
-N_CPU = [10, 20, 40, 80, 160, 320]
+# Columns as exact counts (n_#= ⌊n_*/6⌋): at L = 50, τ = 0.2 the nets n_* − n_# = 5, 6, 7, 8, 9, 10, 11, 13
+# give the mean-token margin z = net/2 = 2.5 … 6.5: three columns where the floor binds (z < 4), five free of it
+N_STAR_CPU = [6, 7, 8, 9, 10, 11, 13, 15]
+N_CPU = [5, 10, 20, 40, 80, 160, 320]
+# the sheet's grids as exact counts with strictly increasing nets: Fig. 1 α_*⁻² = 4 … 13.7 at L = 100
+# (nets 23 … 42), Fig. 2 α_*⁻⁴ = 115 … 202 at L = 200 (nets 45 … 51)
+N_STAR_FIG1_PAPER = [27, 28, 30, 32, 33, 35, 38, 41, 45, 50]
+N_STAR_FIG2_PAPER = [53, 55, 56, 57, 58, 59, 61]
 # the audit's default noise (see :mod:`.audit`): the steepness of P(success) in log N, and the level, N-slope and
 # scatter of log T, plugged in from each id's cpu-scale run
 NOISE_FIG1 = {"steepness": 2.71, "T_mid": 85.3, "T_N": 0.129, "T_sd": 0.116}
@@ -96,47 +106,55 @@ class AlphaDiagram(LiDiagram):
     axis = "data.alpha_star"
     Spec = AlphaSpec
 
-    def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
+    def _claims(self, cols, g, fit, cs, spec, summary) -> list[Claim]:
         k = self.power
+        x, N, success = cols[self.axis][fit].astype(float), cols["data.N"][fit], cols["test_error"][fit] == 0
+        n_free = len(cs)
         line = phase.straight_line(cs, k)
-        law = phase.power_law(x, N, success, spec.n_boot, spec.seed)
+        law = phase.power_law(x, N, success, spec.n_boot, spec.seed) if n_free >= 2 else None
         summary["straight line"] = line
         summary["power law"] = law
-        summary["α_* range"] = {"min": float(x.min()), "max": float(x.max()), "ratio": rounded(x.max() / x.min(), 3)}
+        if n_free:
+            summary["α_* range"] = {"min": float(x.min()), "max": float(x.max()), "ratio": rounded(x.max() / x.min(), 3)}
         claims = []
-        rule = (f"reported, not judged: R² of N_c on α_*^−{k:g} over the crossed columns (the paper's read-off: "
-                f"R² ≥ {spec.r2_min:g}, b > 0)")  # fmt: skip
+        rule = (f"reported, not judged: R² of N_c on α_*^−{k:g} over the crossed columns free of the floor (the "
+                f"paper's read-off: R² ≥ {spec.r2_min:g}, b > 0)")  # fmt: skip
         why = (f"descriptive at every size: an R² ≥ {spec.r2_min:g} does not separate the α_*^−2 and α_*^−4 laws "
                f"(`attnlab audit`, cpu design, 200 simulations: power {LINE_AUDIT[k][0]:g}, false pass "
                f"{LINE_AUDIT[k][1]:g}); the law is judged by likelihood")  # fmt: skip
         claims.append(Claim.of("line", f"N_c is a straight line in α_*^−{k:g} (the paper's Fig. {1 if k == 2 else 2})",
                                rules.Verdict(rules.DESCRIPTIVE, line, rule), why))  # fmt: skip
-        ev = phase.exponent_verdict(law, spec.p_margin)
-        runs, why = int(g.sum()), ""
-        if runs < spec.exponent_min_runs:
+        ev, why = self.law_gate(phase.exponent_verdict(law, spec.p_margin), n_free, spec)
+        runs = int(fit.sum())
+        if not why and runs < spec.exponent_min_runs:
             ev = rules.Verdict(rules.DESCRIPTIVE, ev.measured, ev.rule)
-            why = (f"descriptive below {spec.exponent_min_runs} grid runs (this run: {runs}): `attnlab audit` gives the "
-                   f"rule a power below 0.8 there (the bootstrap interval of p is about as wide as the margin)")  # fmt: skip
+            why = (f"descriptive below {spec.exponent_min_runs} grid runs (this run: {runs} in the columns free of the "
+                   f"floor): `attnlab audit` gives the rule a power below 0.8 there (the bootstrap interval of p is "
+                   f"about as wide as the margin)")  # fmt: skip
         claims.append(Claim.of(
             "exponent", f"N_c ∝ α_*^−{self.favoured:g}: the free exponent p of N·α_*^p = C", ev, why))  # fmt: skip
+        lv, why = self.law_gate(phase.likelihood_verdict(law, self.favoured, spec.min_log_ratio), n_free, spec)
         claims.append(Claim.of(
-            "likelihood", f"p = {self.favoured:g} explains the runs better than p = {6 - self.favoured:g}",
-            phase.likelihood_verdict(law, self.favoured, spec.min_log_ratio)))  # fmt: skip
-        conv = cols["status"][g] == "converged"
-        it = phase.iterations(x[conv], N[conv], cols["stop_step"][g][conv], spec.n_boot, spec.seed)
-        summary["iterations: r of T ∝ α_*^−r"] = it.as_dict() | {"runs": int(conv.sum())}
+            "likelihood", f"p = {self.favoured:g} explains the runs better than p = {6 - self.favoured:g}", lv, why))
+        ok = cols["status"][g] != "diverged"
+        capped = cols["status"][g][ok] == "cap"
+        it = phase.iterations(cols[self.axis][g][ok].astype(float), cols["data.N"][g][ok], cols["stop_step"][g][ok],
+                              capped)  # fmt: skip
+        summary["iterations: r of T ∝ α_*^−r"] = it.as_dict() | {"runs": int(ok.sum()), "capped": int(capped.sum())}
         claims.append(Claim.of(
             "iterations", "iterations to zero training hinge loss grow like α_*⁻¹ (T ∝ α_*^−r, r = 1)",
             rules.equivalence(it.value, it.lo, it.hi, spec.iter_margin, "r"),
-            f"{int(conv.sum())} runs reached zero training hinge loss"))  # fmt: skip
+            f"every grid column; {int(capped.sum())} of {int(ok.sum())} runs stopped by the step cap, kept as censored"))  # fmt: skip
         return claims
 
 
 class ShiftDiagram(LiDiagram):
-    def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
-        est = phase.shift(x, N, success, spec.n_boot, spec.seed)
+    def _claims(self, cols, g, fit, cs, spec, summary) -> list[Claim]:
+        x, N, success = cols[self.axis][fit].astype(float), cols["data.N"][fit], cols["test_error"][fit] == 0
+        est = phase.shift(x, N, success, spec.n_boot, spec.seed) if len(cs) >= 2 else theory.Estimate.missing()
         summary[f"d log N_c / d{self.axis_name}"] = est.as_dict()
-        return [Claim.of("shift", f"N_c grows with {self.xlabel()}", phase.shift_verdict(est, self.axis_name))]
+        v, why = self.law_gate(phase.shift_verdict(est, self.axis_name), len(cs), spec)
+        return [Claim.of("shift", f"N_c grows with {self.xlabel()}", v, why)]
 
 
 class Fig1(AlphaDiagram):
@@ -146,10 +164,12 @@ class Fig1(AlphaDiagram):
     audit = diagram_design(NOISE_FIG1, "default: measured on a cpu-scale run of li2023-fig1")
     scales = {
         "smoke": SMOKE,
-        "cpu": dict(data={"alpha_star": ALPHA_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR),
-        # the sheet's grid: α_*⁻² = 4 … 14, N = 40 … 400, 20 trials; L = 100 gives every column its own count
-        "paper": dict(data={"alpha_star": [round(x**-0.5, 6) for x in range(4, 15)], "N": list(range(40, 401, 40)),
-                            "L": 100}, reps=20, tune_lr=TUNE_LR),
+        # the lr tuned at N = 20, where the hardest free column (z = 4) succeeds about half the time; η varied ×¼ … ×2
+        "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, tune_N=20,
+                    eta_mults=[0.25, 0.5, 1.0, 2.0]),
+        # the sheet's grid (α_*⁻² = 4 … 14, N = 40 … 400, 20 trials) as exact counts at L = 100
+        "paper": dict(data={"n_star": N_STAR_FIG1_PAPER, "N": list(range(40, 401, 40)), "L": 100}, reps=20,
+                      tune_lr=TUNE_LR),
     }  # fmt: skip
 
 
@@ -161,18 +181,18 @@ class Fig2(AlphaDiagram):
     audit = diagram_design(NOISE_FIG2, "default: measured on a cpu-scale run of li2023-fig2")
     scales = {
         "smoke": SMOKE | {"model": {"m": 16, "m_a": 8}},
-        "cpu": dict(data={"alpha_star": ALPHA_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, p_margin=(3.0, 5.0)),
-        # the sheet's grid: α_*⁻⁴ = 120 … 200 (α_* 0.27 … 0.30), N = 80 … 800; L = 200 separates the counts
-        "paper": dict(data={"alpha_star": [round(x**-0.25, 6) for x in range(120, 201, 10)],
-                            "N": list(range(80, 801, 80)), "L": 200}, reps=20, tune_lr=TUNE_LR,
-                      p_margin=(3.0, 5.0)),
+        "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, tune_N=20, p_margin=(3.0, 5.0)),
+        # the sheet's grid (α_*⁻⁴ = 120 … 200, N = 80 … 800) as exact counts at L = 200
+        "paper": dict(data={"n_star": N_STAR_FIG2_PAPER, "N": list(range(80, 801, 80)), "L": 200}, reps=20,
+                      tune_lr=TUNE_LR, p_margin=(3.0, 5.0)),
     }  # fmt: skip
     assumptions = common.ASSUMPTIONS + (
-        "The baseline is the ViT without W_Q, W_K: (1/|S|) Σ_l aᵀ ReLU(W_O W_V x_l), same width, init and recipe.",
+        "The baseline is the ViT without W_Q, W_K: (1/|S|) Σ_l aᵀ ReLU(W_O W_V x_l), same init and recipe, its value "
+        "width m_a = 71 matching the ViT's parameter count (11.7k at d = 100, m = 64, m_a = m_b = 32).",
     )
 
     def defaults(self):
-        model = {k: v for k, v in common.DEFAULTS["model"].items() if k != "m_b"} | {"name": "li2023-cnn"}
+        model = {k: v for k, v in common.DEFAULTS["model"].items() if k != "m_b"} | {"name": "li2023-cnn", "m_a": 71}
         return common.DEFAULTS | {"model": model}
 
 
@@ -182,10 +202,12 @@ class Noise(ShiftDiagram):
     axis = "data.tau"
     audit = diagram_design(NOISE_NOISE, "default: measured on a cpu-scale run of li2023-noise")
     scales = {
-        "smoke": SMOKE | {"data": SMOKE["data"] | {"alpha_star": 0.5, "tau": [0.1, 0.4]}},
-        "cpu": dict(data={"alpha_star": 0.16, "tau": [0.1, 0.15, 0.2, 0.25], "N": N_CPU}, reps=6, tune_lr=TUNE_LR),
-        "paper": dict(data={"alpha_star": 0.16, "tau": [0.05, 0.1, 0.15, 0.2, 0.25, 0.3],
-                            "N": list(range(40, 401, 40))}, reps=20, tune_lr=TUNE_LR),
+        "smoke": SMOKE | {"data": SMOKE["data"] | {"alpha_star": 0.5, "tau": [0.1, 0.4]}, "min_free_columns": 2},
+        # n_* = 8, n_# = 1: z = 7/(10τ) = 7 … 4, every column free of the mean-token floor
+        "cpu": dict(data={"n_star": 8, "tau": [0.1, 0.125, 0.15, 0.175], "N": N_CPU}, reps=6, tune_lr=TUNE_LR,
+                    min_free_columns=3),
+        "paper": dict(data={"n_star": 8, "tau": [0.05, 0.075, 0.1, 0.125, 0.15, 0.175],
+                            "N": list(range(40, 401, 40))}, reps=20, tune_lr=TUNE_LR, min_free_columns=3),
     }  # fmt: skip
 
 
@@ -198,10 +220,11 @@ class InitError(ShiftDiagram):
         "smoke": SMOKE | {"model": {"init": "near_identity", "m": 16, "m_a": 0, "m_b": 0, "sigma": [0.1, 2.0]},
                           "data": SMOKE["data"] | {"alpha_star": 0.5, "d": 6}},
         # near-identity init ties m_a = m_b to d = 100: 3× the ViT's cost per cell, so a smaller grid
-        "cpu": dict(data={"alpha_star": 0.16, "N": N_CPU[:5]}, model={"sigma": [0.1, 1.0, 3.0]}, reps=6,
-                    tune_lr=TUNE_LR, tune_reps=3),
-        "paper": dict(data={"alpha_star": 0.16, "N": list(range(40, 401, 40))},
-                      model={"sigma": [0.1, 0.5, 1.0, 2.0, 3.0, 4.0]}, reps=20, tune_lr=TUNE_LR),
+        # n_* = 9, n_# = 1: z = 4 at τ = 0.2, free of the mean-token floor (σ does not move z)
+        "cpu": dict(data={"n_star": 9, "N": N_CPU[:6]}, model={"sigma": [0.1, 1.0, 3.0]}, reps=6,
+                    tune_lr=TUNE_LR, tune_reps=3, min_free_columns=3),
+        "paper": dict(data={"n_star": 9, "N": list(range(40, 401, 40))},
+                      model={"sigma": [0.1, 0.5, 1.0, 2.0, 3.0, 4.0]}, reps=20, tune_lr=TUNE_LR, min_free_columns=3),
     }  # fmt: skip
     assumptions = common.ASSUMPTIONS + (
         "σ and δ act only through the near-identity init (m_a = m_b = d): W_V = I + σG/√d, W_Q = W_K = I + δG/√d, "

@@ -40,6 +40,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab import plots, rules, theory
 from attnlab.data import li2023 as ldata
+from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, rounded
 
 CROSSED, BELOW, ABOVE, FLAT = "crossed", "below grid", "above grid", "not increasing"
@@ -157,20 +158,24 @@ def shift(x: np.ndarray, N: np.ndarray, success: np.ndarray, n_boot: int, seed: 
     return theory.Estimate(value, *np.percentile(boots, [2.5, 97.5]), n_boot=n_boot)
 
 
-def iterations(alpha: np.ndarray, N: np.ndarray, steps: np.ndarray, n_boot: int, seed: int) -> theory.Estimate:
-    """r of log T = c + r·log α_*⁻¹ + s·log N (least squares over the converged runs)."""
-    Z = np.column_stack([np.ones_like(alpha), -np.log(alpha), np.log(N.astype(float))])
+def iterations(alpha: np.ndarray, N: np.ndarray, steps: np.ndarray, capped: np.ndarray, eta=None) -> theory.Estimate:
+    """r of log T = c + r·log α_*⁻¹ + s·log N (+ e·log η⁻¹ when ``eta`` varies) over every run,
+    those stopped by the step cap kept as right-censored at the cap (:func:`tobit_slopes`;
+    counting only the converged runs biases r: the runs that take longest are the ones dropped).
+    With one α_* value and several η, the returned slope is e (T ∝ η^−e). 95 % Wald interval."""
     y = np.log(np.maximum(steps.astype(float), 1.0))
-    if len(np.unique(alpha)) < 2 or len(y) < 4:
+    cols = [np.ones_like(y)]
+    if len(np.unique(alpha)) > 1:
+        cols.append(-np.log(alpha.astype(float)))
+    if eta is not None and len(np.unique(eta)) > 1:
+        cols.append(-np.log(eta.astype(float)))
+    if len(cols) == 1 or len(y) < 4 or (~capped).sum() < 2:
         return theory.Estimate.missing()
-    if len(np.unique(N)) < 2:
-        Z = Z[:, :2]
-
-    def stat(idx):
-        coef, *_ = np.linalg.lstsq(Z[idx], y[idx], rcond=None)
-        return coef[1] if len(np.unique(alpha[idx])) > 1 else np.nan
-
-    return theory.Estimate(*theory.bootstrap(stat, len(y), n_boot, seed), n_boot=n_boot)
+    if len(np.unique(N)) > 1:
+        cols.append(np.log(N.astype(float)))
+    b, se = tobit_slopes(np.column_stack(cols), y, np.asarray(capped, bool))
+    z = 1.959964
+    return theory.Estimate(float(b[1]), float(b[1] - z * se[1]), float(b[1] + z * se[1]), 0)
 
 
 def exponent_verdict(law: dict | None, margin: tuple[float, float]) -> rules.Verdict:
@@ -210,25 +215,79 @@ _FIELDS = ("alpha_star", "alpha_hash", "tau", "M", "d", "L", "kappa", "noise", "
            "counts")  # fmt: skip
 
 
-_FLOORS: dict = {}  # oracle_floor's answers: they depend on the spec only, and the audit analyses one spec many times
+_FLOORS: dict = {}  # oracle_floor's answers: they depend on the fields only, and the audit analyses one spec many times
 
 
-def oracle_floor(data: dict, axis: str, xs, n: int = 4000, seed: int = 0) -> list[float]:
-    """Error of the oracle per-token rule on ``n`` fresh test-set samples of each column. ``data``:
-    the spec's data fields (grid axes other than ``axis`` are left at their defaults; α_# left
-    unset follows each column's α_*/6); ``axis``: the column's data field, or None when the
-    columns are not a data field (the same floor for every column)."""
-    key = (json.dumps(data, sort_keys=True, default=repr), axis, tuple(float(x) for x in xs), n, seed)
-    if key in _FLOORS:
-        return list(_FLOORS[key])
-    base = {k: v for k, v in data.items() if k not in ("name", "N") and not isinstance(v, list)}
+def column_fields(cols: dict, axis: str, rows: np.ndarray) -> list[dict]:
+    """The data fields (without the ``data.`` prefix) of each column of ``axis`` over ``rows``:
+    those of the column's first row (a column's runs differ only in N, seed, block and rep),
+    validated by the data model (absent fields at their defaults)."""
+    x = cols[axis][rows].astype(float)
+    data = [k for k in cols if k.removeprefix("data.") in ldata.Spec.model_fields]
     out = []
-    for x in xs:
-        fields = ldata.Spec(**base | ({axis: float(x)} if axis else {})).model_dump()
-        X, y = ldata.dataset(jax.random.PRNGKey(seed), n, train=False, **{k: fields[k] for k in _FIELDS})
-        out.append(float(ldata.oracle_error(X, y, M=fields["M"], kappa=fields["kappa"])))
-    _FLOORS[key] = tuple(out)
+    for v in np.unique(x):
+        i = np.flatnonzero(rows)[np.flatnonzero(x == v)[0]]
+        row = {k.removeprefix("data."): cols[k][i].item() if hasattr(cols[k][i], "item") else cols[k][i] for k in data}
+        out.append(ldata.Spec(**row).model_dump())  # the fields a run's table lacks at their defaults
     return out
+
+
+def oracle_floor(fields: list[dict], n: int = 4000, seed: int = 0) -> list[float]:
+    """Error of the oracle per-token rule on ``n`` fresh test-set samples of each column (its data
+    fields, :func:`column_fields`)."""
+    out = []
+    for f in fields:
+        kw = {k: f[k] for k in _FIELDS}
+        key = (json.dumps(kw, sort_keys=True, default=repr), n, seed)
+        if key not in _FLOORS:
+            X, y = ldata.dataset(jax.random.PRNGKey(seed), n, train=False, **kw)
+            _FLOORS[key] = float(ldata.oracle_error(X, y, M=f["M"], kappa=f["kappa"]))
+        out.append(_FLOORS[key])
+    return out
+
+
+def margins(fields: list[dict]) -> np.ndarray:
+    """The analytic margin z of the best mean-token rule per column (:func:`attnlab.data.li2023.mean_token_margin`)."""
+    return np.array([ldata.margin_of(f) for f in fields])
+
+
+def tobit_slopes(Z: np.ndarray, y: np.ndarray, censored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Maximum-likelihood y = Zβ + ε, ε ~ N(0, s²), with right-censored rows (y only known to
+    exceed its value: runs stopped by the step cap). Returns β and its standard errors from the
+    observed information (the Hessian of the log-likelihood, by differences of its analytic
+    gradient). Without censored rows this is least squares."""
+    from scipy import optimize, stats
+
+    def nll_grad(theta):
+        b, ls = theta[:-1], theta[-1]
+        s = np.exp(ls)
+        r = (y - Z @ b) / s
+        obs = ~censored
+        # uncensored: log φ(r) − log s; censored: log(1 − Φ(r))
+        ll = np.sum(stats.norm.logpdf(r[obs]) - ls) + np.sum(stats.norm.logsf(r[censored]))
+        rc = r[censored]
+        with np.errstate(over="ignore"):  # the inverse Mills ratio φ/(1 − Φ) → r far in the tail
+            lam = np.exp(stats.norm.logpdf(rc) - stats.norm.logsf(rc))
+        lam = np.where(np.isfinite(lam), lam, rc)
+        gb = Z[obs].T @ r[obs] / s + Z[censored].T @ lam / s
+        gls = np.sum(r[obs] ** 2 - 1) + np.sum(lam * r[censored])
+        return -ll, -np.append(gb, gls)
+
+    b0, *_ = np.linalg.lstsq(Z, y, rcond=None)
+    start = np.append(b0, np.log(max(np.std(y - Z @ b0), 1e-3)))
+    fit = optimize.minimize(nll_grad, start, jac=True, method="L-BFGS-B")
+    theta, k = fit.x, len(fit.x)
+    H = np.zeros((k, k))
+    for j in range(k):
+        e = np.zeros(k)
+        e[j] = 1e-5 * max(1.0, abs(theta[j]))
+        H[:, j] = (nll_grad(theta + e)[1] - nll_grad(theta - e)[1]) / (2 * e[j])
+    try:
+        cov = np.linalg.inv((H + H.T) / 2)
+        se = np.sqrt(np.clip(np.diag(cov)[:-1], 0, None))
+    except np.linalg.LinAlgError:
+        se = np.full(k - 1, np.nan)
+    return theta[:-1], se
 
 
 # ---------------------------------------------------------------- the experiments
@@ -251,9 +310,59 @@ class DiagramSpec(ExperimentSpec):
     r2_min: float = Field(0.9, gt=0, le=1, description="R² the paper's straight line must reach")
     iter_margin: tuple[float, float] = Field((0.5, 1.5), description="margin of r in T ∝ α_*^−r")
     oracle_n: PositiveInt = Field(4000, description="fresh samples per column for the oracle floor")
+    floor: bool = Field(
+        True, description="train the linear learner on the mean token (li2023-linear) on every grid cell, same draws"
+    )
+    floor_lr: list[PositiveFloat] = Field(
+        default_factory=lambda: [1.0, 4.0, 16.0, 64.0], description="learning rates tried for the linear learner"
+    )
+    free_z: float = Field(
+        4.0, description="a column is free of the mean-token floor where its analytic margin z ≥ this: the laws are "
+        "fitted on those columns only (a linear rule on the mean token succeeds there too)",
+    )  # fmt: skip
+    min_free_columns: PositiveInt = Field(
+        4, description="fewer columns free of the floor: the law claims are descriptive (the design cannot decide)"
+    )
+    eta_mults: list[PositiveFloat] = Field(
+        default_factory=list, description="η stage: the chosen lr times each of these, at the tuning column and N "
+        "([]: none); decides T ∝ η^−1",
+    )  # fmt: skip
+    eta_reps: PositiveInt = Field(8, description="runs per η of the η stage")
+    one_pass: bool = Field(
+        False, description="one-pass SGD on fresh samples: every run takes ⌈N/b⌉ steps, each sample seen once (N = b·T)"
+    )
+    max_confusion_ratio: float = Field(
+        1 / (2 * np.e), gt=0, description="largest n_#/n_* a column may have (the theory's c < 1/(2e))"
+    )
 
 
 TUNE_SEED = 7919  # tuning runs use seed + this: their data are independent draws from every grid cell's
+
+
+def check_counts(grid: list[dict], max_ratio: float) -> None:
+    """The α_* columns of a grid as realised counts: the net count n_* − n_# strictly increasing
+    with α_* (two columns of equal net count are the same difficulty: the label is the majority
+    vote) and n_#/n_* ≤ ``max_ratio``; an error names the field otherwise."""
+    cols = {}
+    for c in grid:
+        L = c["data.L"]
+        cols[c["data.alpha_star"]] = (ldata.n_tokens(c["data.alpha_star"], L), ldata.n_tokens(c["data.alpha_hash"], L))
+    counts = [cols[a] for a in sorted(cols)]
+    for (s0, h0), (s1, h1) in zip(counts, counts[1:], strict=False):
+        if s1 - h1 <= s0 - h0:
+            raise AttnlabError(f"data.n_star: the columns (n_*, n_#) = ({s0}, {h0}) and ({s1}, {h1}) have net counts "
+                               f"{s0 - h0} and {s1 - h1}; the net count n_* − n_# must increase strictly across the "
+                               f"α_* columns (drop one, or set data.n_hash)")  # fmt: skip
+    for s_, h in counts:
+        if h > max_ratio * s_:
+            raise AttnlabError(f"data.n_hash: n_#/n_* = {h}/{s_} exceeds {max_ratio:.3g} (the theory's 1/(2e); "
+                               f"max_confusion_ratio relaxes it)")  # fmt: skip
+
+
+def _tune_N(spec) -> int:
+    """The N of the tuning and η stages: ``tune_N``, else the grid's middle N."""
+    N = spec.data["N"]
+    return spec.tune_N if spec.tune_N is not None else sorted(N, key=float)[len(N) // 2] if isinstance(N, list) else N
 
 
 class Diagram(Experiment):
@@ -271,47 +380,169 @@ class Diagram(Experiment):
 
     # ------------------------------------------------------------ cells, with the lr tuning stage
 
-    def _tune_cells(self, spec) -> list[dict]:
+    def _at(self, spec, fields: dict, **update):
+        """``spec`` with the column axis fixed at a column (its validated data fields for an α_*
+        axis: the realised counts, however the grid gave them) and ``update`` applied."""
         kind, name = self.axis.split(".", 1)
-        grid = getattr(spec, kind)[name]
-        mid = lambda v: sorted(v, key=float)[len(v) // 2] if isinstance(v, list) else v
-        x = spec.tune_x if spec.tune_x is not None else mid(grid)
-        n = spec.tune_N if spec.tune_N is not None else mid(spec.data["N"])
-        tune = spec.model_copy(update={
-            kind: getattr(spec, kind) | {name: x}, "seed": spec.seed + TUNE_SEED, "seeds": 1, "reps": spec.tune_reps,
-        })  # fmt: skip
-        tune = tune.model_copy(update={"data": tune.data | {"N": n}, "train": tune.train | {"lr": list(spec.tune_lr)}})
-        return expand(tune, [({"stage": "tune"}, {})])
+        if name == "alpha_star":
+            keep = {k: v for k, v in spec.data.items() if k not in ("n_star", "n_hash", "alpha_star", "alpha_hash")}
+            table = keep | {"alpha_star": fields["alpha_star"], "alpha_hash": fields["alpha_hash"]}
+        else:
+            table = getattr(spec, kind) | {name: fields[name] if kind == "data" else fields["x"]}
+        return spec.model_copy(update={kind: table} | update)
+
+    def tune_column(self, grid: list[dict], spec) -> tuple[dict, float]:
+        """The column the lr is tuned at, chosen before any run from the analytic margin z: the
+        hardest column free of the floor (the smallest z ≥ ``free_z``), else the column of largest
+        z; among columns of equal z (a model-field axis) the middle one. ``tune_x`` overrides.
+        Returns the column's data fields (with its axis value as ``x``) and its z."""
+        cols = {k: np.array([c[k] for c in grid]) for k in grid[0]}
+        rows = np.ones(len(grid), bool)
+        fields = column_fields(cols, self.axis, rows)
+        xs = np.unique(cols[self.axis].astype(float))
+        for f, x in zip(fields, xs, strict=True):
+            f["x"] = float(x)
+        z = margins(fields)
+        if spec.tune_x is not None:
+            i = int(np.argmin(np.abs(xs - spec.tune_x)))
+        else:
+            free = np.flatnonzero(z >= spec.free_z)
+            pool = free[z[free] == z[free].min()] if len(free) else np.flatnonzero(z == z.max())
+            i = int(pool[len(pool) // 2])
+        return fields[i], float(z[i])
+
+    def _tune_cells(self, spec, fields: dict, lrs, stage: str = "tune") -> list[dict]:
+        n = _tune_N(spec)
+        update = dict(seed=spec.seed + TUNE_SEED, seeds=1, reps=spec.tune_reps)
+        # the floor's learner has no model-field axis: its column is the data's
+        tune = spec.model_copy(update=update) if self.axis.startswith("model.") and stage != "tune" else \
+            self._at(spec, fields, **update)  # fmt: skip
+        tune = tune.model_copy(update={"data": tune.data | {"N": n}, "train": tune.train | {"lr": list(lrs)}})
+        return self._expand(tune, stage)
+
+    def _floor_spec(self, spec):
+        """The linear learner on the mean token, same data fields and recipe, common draws."""
+        return spec.model_copy(update={"model": {"name": "li2023-linear"}})
+
+    @staticmethod
+    def _expand(spec, stage: str) -> list[dict]:
+        """The cells of ``spec`` tagged ``stage``; under ``one_pass`` each takes ⌈N/b⌉ steps."""
+        cells = expand(spec, [({"stage": stage}, {})])
+        if spec.one_pass:  # each sample seen once: ⌈N/b⌉ steps of batch b
+            for c in cells:
+                c["train.max_steps"] = -(-c["data.N"] // (c["train.batch_size"] or c["data.N"]))
+        return cells
 
     def cells(self, spec, run=None) -> list[dict]:
-        grid = expand(spec, [({"stage": "grid"}, {})])  # validated before any tuning run is written
-        if not (spec.tune_lr and run is not None):
+        spec = spec.model_copy(update={"train": spec.train | {"draws": "common"}})  # learners on the same draws
+        grid = self._expand(spec, "grid")  # validated before any tuning run is written
+        if self.axis == "data.alpha_star":
+            check_counts(grid, spec.max_confusion_ratio)
+        if run is None:
             return grid
-        tune = self._tune_cells(spec)
-        lr = choose_lr(run(tune), self.axis)["chosen"]
-        return tune + [c | {"train.lr": lr} for c in grid]
-
-    # ------------------------------------------------------------ analysis
+        fields, _ = self.tune_column(grid, spec)
+        out, lr = [], float(spec.train["lr"])
+        if spec.tune_lr:
+            tune = self._tune_cells(spec, fields, spec.tune_lr)
+            lr = choose_lr(run(tune), self.axis)["chosen"]
+            out += tune
+        out += [c | {"train.lr": lr} for c in grid]
+        if spec.eta_mults:
+            eta = self._at(spec, fields, reps=spec.eta_reps)
+            eta = eta.model_copy(update={"data": eta.data | {"N": _tune_N(spec)},
+                                         "train": eta.train | {"lr": [lr * m for m in spec.eta_mults]}})  # fmt: skip
+            out += self._expand(eta, "eta")
+        if spec.floor:
+            floor = self._floor_spec(spec)
+            tune = self._tune_cells(floor, fields, spec.floor_lr, stage="floor-tune")
+            flr = choose_lr(run(tune), self.axis)["chosen"]
+            out += tune + [c | {"train.lr": flr} for c in self._expand(floor, "floor")]
+        return out
 
     def analyse(self, cols, spec) -> Analysis:
-        g = cols["stage"] == "grid"
+        stage = cols["stage"]
+        g = stage == "grid"
         x, N = cols[self.axis][g].astype(float), cols["data.N"][g]
         success = cols["test_error"][g] == 0
         summary: dict = {"runs": int(g.sum()), "success rate": rounded(success.mean(), 4),
                          "learning rate": float(cols["train.lr"][g][0])}  # fmt: skip
-        if (~g).any():
-            summary["lr tuning (validation runs)"] = choose_lr({k: v[~g] for k, v in cols.items()}, self.axis)
+        if "model.name" in cols:
+            summary["parameters"] = self.n_params(cols, g)
+        sub = lambda m: {k: v[m] for k, v in cols.items()}
+        if (stage == "tune").any():
+            summary["lr tuning (validation runs)"] = choose_lr(sub(stage == "tune"), self.axis)
+        xs, fields = np.unique(x), column_fields(cols, self.axis, g)
+        z = margins(fields)
+        free = z >= spec.free_z
+        fit = g.copy()
+        fit[g] = np.isin(x, xs[free])
         cs = columns(x, N, success, spec.n_boot, spec.seed)
-        summary["columns"] = [c.as_dict() for c in cs]
+        summary["columns"] = [c.as_dict() | {"z": rounded(zi, 3), "free of the floor": bool(f)}
+                              for c, zi, f in zip(cs, z, free, strict=True)]  # fmt: skip
         summary["mean test error per column"] = {rounded(v, 6): rounded(cols["test_error"][g][x == v].mean(), 5)
-                                                 for v in np.unique(x)}  # fmt: skip
-        axis = self.axis_name if self.axis.startswith("data.") else None
-        floor = oracle_floor(spec.data, axis, np.unique(x), spec.oracle_n)
-        summary["oracle error per column"] = {rounded(v, 6): rounded(e, 5) for v, e in zip(np.unique(x), floor, strict=True)}
-        claims = self._claims(cols, g, x, N, success, cs, spec, summary)
+                                                 for v in xs}  # fmt: skip
+        floor = oracle_floor(fields, spec.oracle_n)
+        summary["oracle error per column"] = {rounded(v, 6): rounded(e, 5) for v, e in zip(xs, floor, strict=True)}
+        summary["mean-token floor"] = self._floor_summary(cols, xs, fields, z, spec)
+        summary["columns free of the floor"] = {"criterion (set before the run)": f"z ≥ {spec.free_z:g}",
+                                                "values": [rounded(v, 6) for v in xs[free]]}  # fmt: skip
+        claims = self._claims(cols, g, fit, [c for c, f in zip(cs, free, strict=True) if f], spec, summary)
+        if (stage == "eta").any():
+            claims.append(self._eta_claim(sub(stage == "eta"), spec, summary))
         return Analysis(claims=claims, summary=summary)
 
-    def _claims(self, cols, g, x, N, success, cs, spec, summary) -> list[Claim]:
+    @staticmethod
+    def n_params(cols, rows) -> int:
+        """The parameter count of the model of the first of ``rows`` (trained and the fixed readout)."""
+        from attnlab.problem import Composition
+
+        i = int(np.flatnonzero(rows)[0])
+        absent = lambda x: x is None or (isinstance(x, float) and np.isnan(x))  # another part's field
+        cell = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()
+                if k.split(".")[0] in ("data", "model", "train")}  # fmt: skip
+        cell = {k: x for k, x in cell.items() if not absent(x)}
+        comp = Composition.of(cell, ())
+        return comp.n_params({k: v for k, v in cell.items() if comp.classify(k) == "static"})
+
+    def _floor_summary(self, cols, xs, fields, z, spec) -> dict:
+        """Per column: the realised counts, the analytic margin z of the best mean-token rule, its
+        chance of zero test errors Φ(z)^n_test, and the linear learner's N_c on the same draws."""
+        out = {"per column": [{"x": rounded(v, 6), "n_star": ldata.n_tokens(f["alpha_star"], f["L"]),
+                               "n_hash": ldata.n_tokens(f["alpha_hash"], f["L"]), "z": rounded(zi, 3),
+                               "P(zero test errors), best mean-token rule": rounded(ldata.floor_success(zi, f["n_test"]), 4)}
+                              for v, f, zi in zip(xs, fields, z, strict=True)]}  # fmt: skip
+        fl = cols["stage"] == "floor"
+        if fl.any():
+            xf = cols[self.axis][fl].astype(float) if self.axis.startswith("data.") else np.zeros(int(fl.sum()))
+            lin = columns(xf, cols["data.N"][fl], cols["test_error"][fl] == 0, spec.n_boot, spec.seed)
+            out["linear learner"] = {"learning rate": float(cols["train.lr"][fl][0]),
+                                     "columns": [c.as_dict() for c in lin]}  # fmt: skip
+            if (cols["stage"] == "floor-tune").any():
+                out["linear learner"]["lr tuning"] = choose_lr({k: v[cols["stage"] == "floor-tune"] for k, v in cols.items()},
+                                                               self.axis)  # fmt: skip
+        return out
+
+    def _eta_claim(self, cols, spec, summary) -> Claim:
+        """T ∝ η^−e at the tuning column and N, the capped runs censored: e inside ``iter_margin``."""
+        eta = cols["train.lr"].astype(float)
+        ok = cols["status"] != "diverged"
+        est = iterations(np.ones(int(ok.sum())), cols["data.N"][ok], cols["stop_step"][ok],
+                         cols["status"][ok] == "cap", eta=eta[ok])  # fmt: skip
+        summary["iterations: e of T ∝ η^−e"] = est.as_dict() | {"runs": int(ok.sum()), "lr": sorted(set(eta.tolist()))}
+        return Claim.of("iterations-eta", "iterations to zero training hinge loss fall like η⁻¹ (T ∝ η^−e, e = 1)",
+                        rules.equivalence(est.value, est.lo, est.hi, spec.iter_margin, "e"),
+                        f"{int(ok.sum())} runs at the tuning column, capped runs censored at the cap")  # fmt: skip
+
+    @staticmethod
+    def law_gate(v: rules.Verdict, n_free: int, spec) -> tuple[rules.Verdict, str]:
+        """A law claim is descriptive with fewer than ``min_free_columns`` columns free of the floor."""
+        if n_free >= spec.min_free_columns:
+            return v, ""
+        return (rules.Verdict(rules.DESCRIPTIVE, v.measured, v.rule),
+                f"descriptive: {n_free} column(s) free of the mean-token floor (z ≥ {spec.free_z:g}), fewer than "
+                f"{spec.min_free_columns}; where the floor binds the fit would carry its shape")  # fmt: skip
+
+    def _claims(self, cols, g, fit, cs, spec, summary) -> list[Claim]:
         raise NotImplementedError
 
     # ------------------------------------------------------------ figures
@@ -358,6 +589,17 @@ class Diagram(Experiment):
             c0 = np.exp(np.mean(np.log(nc) + p * np.log([c["x"] for c in crossed])))
             ax.plot(self.coordinate(a_vals), c0 * a_vals**-p, "--", color="tab:cyan", lw=1.3,
                     label=f"power law N_c ∝ α_*^−{p:.2f}")  # fmt: skip
+        floor = analysis.summary["mean-token floor"]
+        edges = plots.edges(xs)
+        bound = [c for c in analysis.summary["columns"] if not c["free of the floor"]]
+        for k, c in enumerate(bound):  # the floor binds: hatched, not fitted
+            i = int(np.argmin(np.abs(xs - self.coordinate(c["x"]))))
+            ax.axvspan(edges[i], edges[i + 1], fill=False, hatch="//", edgecolor="tab:orange", lw=0,
+                       label=f"floor binds (z < {spec.free_z:g}): not fitted" if k == 0 else None)  # fmt: skip
+        lin = [c for c in floor.get("linear learner", {}).get("columns", []) if c["status"] == CROSSED]
+        if lin and self.axis.startswith("data."):
+            ax.plot(self.coordinate(np.array([c["x"] for c in lin])), [c["N_c"] for c in lin], "D", color="tab:green",
+                    ms=4, label="linear learner on the mean token: N_c")  # fmt: skip
         ax.set_ylim(ye[0], ye[-1])
         if log_n:
             ax.set_yscale("log")
@@ -366,13 +608,24 @@ class Diagram(Experiment):
         ax.set_ylabel("training samples N")
         ax.set_title(f"{self.title.split(':')[0]}: success rate (white = always)")
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="upper right")
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.15), ncol=2)
         ax = axes[1]
         cx = np.unique(x)
         orc = list(analysis.summary["oracle error per column"].values())
         lrn = list(analysis.summary["mean test error per column"].values())
         ax.plot(self.coordinate(cx), np.maximum(lrn, 1e-5), "o-", label="learner: mean test error")
         ax.plot(self.coordinate(cx), np.maximum(orc, 1e-5), "s--", color="k", label="oracle per-token rule")
+        from scipy.stats import norm
+
+        zs = np.array([c["z"] for c in floor["per column"]])
+        ax.plot(self.coordinate(cx), np.maximum(norm.sf(zs), 1e-5), "^:", color="tab:orange",
+                label="best mean-token rule: Φ(−z)")  # fmt: skip
+        fl = cols["stage"] == "floor"
+        if fl.any() and self.axis.startswith("data."):
+            xf = cols[self.axis][fl].astype(float)
+            err = [cols["test_error"][fl][xf == v].mean() for v in cx]
+            ax.plot(self.coordinate(cx), np.maximum(err, 1e-5), "D-", color="tab:green", ms=4,
+                    label="linear learner: mean test error")  # fmt: skip
         ax.set_yscale("log")
         ax.set_ylim(5e-6, 1)
         ax.set_xlabel(self.xlabel())
@@ -402,5 +655,5 @@ def choose_lr(cols, axis: str) -> dict:
                       "diverged": int(np.sum(cols["status"][s] == "diverged")), "runs": int(s.sum())})  # fmt: skip
     ok = [r for r in table if r["val_error"] is not None and r["diverged"] == 0] or table
     best = min(ok, key=lambda r: (r["val_error"], r["val_loss"] if r["val_loss"] is not None else np.inf))
-    return {"chosen": best["lr"], "table": table,
-            "where": {axis: float(cols[axis][0]), "N": int(cols["data.N"][0])}}  # fmt: skip
+    where = {axis: float(cols[axis][0])} if axis in cols and cols[axis][0] is not None else {}
+    return {"chosen": best["lr"], "table": table, "where": where | {"N": int(cols["data.N"][0])}}

@@ -1,0 +1,285 @@
+"""li2023-settle: does the ViT's sample complexity follow α_*⁻², and is that attention?
+
+The α_*⁻² law of li2023-fig1 is confounded by the mean-token floor: a linear rule on the mean
+token has per-sample margin z = (n_* − n_#)/(τ√(2L)) (:func:`attnlab.data.li2023.mean_token_margin`),
+so where z ≳ 4 a learner without attention succeeds and N_c measures estimation in noise, and
+where z ≲ 3 success needs attention (or per-token non-linearity) — the theory's mechanism. This
+experiment separates the two, in two designs fixed before the run (each column's z is checked
+against its design's range; net counts n_* − n_# strictly increasing, n_# = ⌊n_*/6⌋):
+
+  free    every column z ≥ 4.5: the floor never binds
+  floor   every column z ≤ 3: the best mean-token rule fails (P(zero errors) ≤ 0.26)
+
+and three learners on the same data draws (``train.draws = "common"``), each with its own lr
+tuned on validation runs (the hardest column of its design, the middle N):
+
+  vit     the li2023 ViT;  cnn  the attention-free baseline;  linear  w·x̄ + b on the mean token.
+
+Per design and learner: N_c per column (:func:`.phase.columns`), the exponent p of N·α_*^p = C
+over every run (:func:`attnlab.theory.free_exponent`: a learner that never succeeds in a column
+counts by its failures, not dropped) and, paired over the common draws, the bootstrap interval of
+the difference of two learners' exponents (the same resampled draw units for both).
+
+Claims (rules fixed before the run; regime: investigation, outside the theorem's hypotheses):
+  free-vit-exponent     design free: the ViT's p inside ``p_margin`` ([1.5, 2.5], the paper's 2)
+  free-same-as-linear   design free: |p_vit − p_linear| ≤ ``diff_band`` (1): without the floor the
+                        ViT's law is the linear learner's (estimation, not attention); fail if the
+                        interval of the difference lies outside the band
+  floor-vit-exponent    design floor: the ViT's p inside ``p_margin``
+  floor-cnn-steeper     design floor: p_cnn − p_vit > 0 (the paper's α_*⁻⁴ against α_*⁻²)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from pydantic import Field, PositiveFloat
+
+from attnlab import plots, rules, theory
+from attnlab.errors import AttnlabError
+from attnlab.experiments import li2023 as common
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.li2023 import phase
+from attnlab.experiments.li2023.audit import SETTLE
+from attnlab.experiments.li2023.diagrams import AlphaDiagram, AlphaSpec
+
+LEARNERS = {
+    "vit": {"name": "li2023-vit", "init": "gaussian", "m": 64, "m_a": 32, "m_b": 32},
+    "cnn": {"name": "li2023-cnn", "init": "gaussian", "m": 64, "m_a": 71},  # the ViT's parameter count at d = 100
+    "linear": {"name": "li2023-linear"},
+}
+LEARNER_LR = {"vit": [0.1, 0.2, 0.5, 1.0], "cnn": [0.1, 0.2, 0.5, 1.0], "linear": [1.0, 4.0, 16.0, 64.0]}
+Z_RANGE = {"free": (4.5, 1e6), "floor": (0.0, 3.0)}  # (lo, hi) of every column's z; 1e6: no upper bound
+
+
+class Spec(AlphaSpec):
+    designs: dict[str, dict] = Field(
+        default_factory=dict, description="per design (free, floor): its data fields (n_star and N lists among them)"
+    )
+    z_range: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: dict(Z_RANGE), description="per design: the range every column's margin z must lie in"
+    )
+    learners: dict[str, dict] = Field(default_factory=lambda: dict(LEARNERS), description="per learner: its model table")
+    learner_lr: dict[str, list[PositiveFloat]] = Field(
+        default_factory=lambda: dict(LEARNER_LR), description="per learner: the learning rates tuned over"
+    )
+    diff_band: PositiveFloat = Field(1.0, description="|p_vit − p_linear| inside this band: the same law")
+
+
+class _Column(AlphaDiagram):
+    """One (design, learner) diagram: its cells (lr tuning, grid) on the common draws."""
+
+    id = "li2023-settle/column"
+    power, favoured = 2.0, 2.0
+
+    def defaults(self):
+        return common.DEFAULTS
+
+
+_COLUMN = _Column()
+
+
+def _sub(spec: Spec, design: str, learner: str):
+    return spec.model_copy(update={"data": spec.data | spec.designs[design], "model": dict(spec.learners[learner]),
+                                   "tune_lr": list(spec.learner_lr[learner]), "floor": False,
+                                   "free_z": Z_RANGE["free"][0]})  # fmt: skip
+
+
+def check_design(grid: list[dict], design: str, zr: tuple[float, float]) -> list[float]:
+    """Every column's z inside the design's range (an error names the column otherwise)."""
+    fields = phase.column_fields({k: np.array([c[k] for c in grid]) for k in grid[0]}, "data.alpha_star",
+                                 np.ones(len(grid), bool))  # fmt: skip
+    z = phase.margins(fields)
+    for f, zi in zip(fields, z, strict=True):
+        if not zr[0] <= zi <= zr[1]:
+            raise AttnlabError(f"designs.{design}: the column α_* = {f['alpha_star']:g} has margin z = {zi:.3g}, outside "
+                               f"the design's range [{zr[0]:g}, {zr[1]:g}]")  # fmt: skip
+    return [float(v) for v in z]
+
+
+def paired_exponents(rows: dict[str, dict], n_boot: int, seed: int) -> tuple[dict, dict]:
+    """p of N·α_*^p = C per learner and the difference of every two learners' p, with bootstrap
+    intervals over the draw units (α_*, N, block, rep) they share: one resample of the units for
+    all learners, so a difference's interval is paired. ``rows``: learner -> {"alpha", "N",
+    "success", "unit"} over its grid runs (units as tuples). Returns (per learner, per pair)."""
+    names = list(rows)
+    units = sorted(set.intersection(*(set(r["unit"]) for r in rows.values())))
+    rng = np.random.default_rng(seed)
+    W = theory.resample_counts(len(units), n_boot, rng).astype(float)
+    boots, out, raw = {}, {}, {}
+    for name in names:
+        r = rows[name]
+        pos = {u: i for i, u in enumerate(r["unit"])}
+        idx = np.array([pos[u] for u in units], int)
+        logN, loga = np.log(r["N"][idx].astype(float)), np.log(r["alpha"][idx].astype(float))
+        s = r["success"][idx].astype(float)
+        if s.all() or not s.any():
+            out[name] = {"p": None, "ci95": [None, None], "runs": len(idx), "success rate": rounded(s.mean(), 4)}
+            continue
+        fit = theory.free_exponent(logN, loga, s, n_boot=0, restricted=(2.0, 4.0))
+        Z = np.column_stack([np.ones_like(logN), logN, loga])
+        b = theory._irls_batch(Z, s, W, 1e-4, 100)
+        boots[name], raw[name] = theory._ratio(b[:, 2], b[:, 1]), fit.p.value
+        lo, hi = np.nanpercentile(boots[name], [2.5, 97.5])
+        out[name] = {"p": rounded(fit.p.value, 4), "ci95": [rounded(lo, 4), rounded(hi, 4)], "runs": len(idx),
+                     "success rate": rounded(s.mean(), 4),
+                     "loglik p=2 minus p=4": rounded((fit.lr[4.0] - fit.lr[2.0]) / 2, 3)}  # fmt: skip
+    pairs = {}
+    for i, a in enumerate(names):
+        for bname in names[i + 1 :]:
+            if a in boots and bname in boots:
+                d = boots[a] - boots[bname]
+                d = d[np.isfinite(d)]
+                lo, hi = np.percentile(d, [2.5, 97.5]) if len(d) >= n_boot // 2 else (np.nan, np.nan)
+                pairs[f"{a} − {bname}"] = {"value": rounded(raw[a] - raw[bname], 4),
+                                           "ci95": [rounded(lo, 4), rounded(hi, 4)]}  # fmt: skip
+    return out, pairs
+
+
+class Settle(Experiment):
+    id = "li2023-settle"
+    title = "Li et al. 2023: the α_*⁻² law with and without the mean-token floor, ViT vs baseline vs linear learner"
+    description = __doc__
+    Spec = Spec
+    tags = ("stage", "design", "learner")
+    audit = SETTLE
+    scales = {
+        "smoke": dict(data={"d": 24, "M": 6, "L": 12, "n_test": 50}, train={"max_steps": 60}, reps=2, n_boot=20,
+                      tune_reps=1, designs={"free": {"n_star": [6, 8], "N": [8, 32], "tau": 0.05},
+                                            "floor": {"n_star": [2, 3], "N": [8, 32], "tau": 0.3}},
+                      learners={"vit": {"name": "li2023-vit", "init": "gaussian", "m": 16, "m_a": 8, "m_b": 8},
+                                "cnn": {"name": "li2023-cnn", "init": "gaussian", "m": 16, "m_a": 8},
+                                "linear": {"name": "li2023-linear"}},
+                      learner_lr={"vit": [0.5], "cnn": [0.5], "linear": [16.0]}),
+        # free: z = 4.5 … 6.5 at L = 50, τ = 0.2 (d = 400 makes estimation, hence N_c, larger); N_c there is 5 … 25,
+        # so the N grid is fine at the low end. floor: z = 1.2 … 2.8 at τ = 0.25
+        "cpu": dict(designs={"free": {"n_star": [10, 11, 13, 14, 15], "N": [4, 6, 8, 12, 16, 24, 32, 48, 64, 96],
+                                      "d": 400},
+                             "floor": {"n_star": [3, 4, 5, 7, 8], "N": [20, 40, 80, 160, 320, 640], "tau": 0.25}},
+                    reps=10, tune_reps=3),
+        "paper": dict(designs={"free": {"n_star": [18, 20, 22, 25, 28, 32],
+                                        "N": [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256], "L": 120, "d": 400},
+                               "floor": {"n_star": [3, 4, 5, 7, 8, 9], "N": [20, 40, 80, 160, 320, 640, 1280, 2560],
+                                         "L": 100}},
+                      reps=20),
+    }  # fmt: skip
+    assumptions = common.ASSUMPTIONS + (
+        "Two designs fixed before the run by the analytic margin z of the best mean-token rule: free (z ≥ 4.5 in every "
+        "column) and floor (z ≤ 3 in every column); n_# = ⌊n_*/6⌋.",
+        "The three learners see the same data draws (train.draws = common); each has its own lr tuned on validation "
+        "runs at its design's hardest column.",
+    )
+
+    def defaults(self):
+        return common.DEFAULTS
+
+    def cells(self, spec, run=None) -> list[dict]:
+        for design in spec.designs:  # every design's criterion checked before anything runs
+            sub = _sub(spec, design, next(iter(spec.learners)))
+            check_design(_COLUMN._expand(sub.model_copy(update={"reps": 1, "seeds": 1}), "grid"), design,
+                         spec.z_range[design])  # fmt: skip
+        out = []
+        for design in spec.designs:
+            for learner in spec.learners:
+                tags = {"design": design, "learner": learner}
+                sub = _sub(spec, design, learner)
+                tagged = (lambda cs, t=tags: run([c | t for c in cs])) if run is not None else None
+                out += [c | tags for c in _COLUMN.cells(sub, tagged)]
+        return out
+
+    def analyse(self, cols, spec) -> Analysis:
+        summary: dict = {}
+        claims = []
+        results = {}
+        for design in spec.designs:
+            rows, per = {}, {}
+            for learner in spec.learners:
+                m = (cols["design"] == design) & (cols["learner"] == learner)
+                g = m & (cols["stage"] == "grid")
+                if not g.any():
+                    continue
+                x, N, s = cols["data.alpha_star"][g].astype(float), cols["data.N"][g], cols["test_error"][g] == 0
+                unit = list(zip(x.tolist(), N.tolist(), cols["block"][g].tolist(), cols["rep"][g].tolist(), strict=True))
+                rows[learner] = {"alpha": x, "N": N, "success": s, "unit": unit}
+                cs = phase.columns(x, N, s, spec.n_boot, spec.seed)
+                per[learner] = {"learning rate": float(cols["train.lr"][g][0]), "parameters": _COLUMN.n_params(cols, g),
+                                "columns": [c.as_dict() for c in cs]}  # fmt: skip
+            fields = phase.column_fields(cols, "data.alpha_star", (cols["design"] == design) & (cols["stage"] == "grid"))
+            z = phase.margins(fields)
+            exps, pairs = paired_exponents(rows, spec.n_boot, spec.seed)
+            for learner in per:
+                per[learner]["exponent"] = exps[learner]
+            results[design] = {"z per column": [rounded(v, 3) for v in z],
+                               "n_star per column": [round(f["alpha_star"] * f["L"]) for f in fields],
+                               "alpha per column": [rounded(f["alpha_star"], 6) for f in fields],
+                               "N": sorted({int(n) for n in cols["data.N"][cols["design"] == design]}),
+                               "learners": per, "differences of p (paired)": pairs}  # fmt: skip
+        summary["designs"] = results
+        claims += self._claims(results, spec)
+        return Analysis(claims=claims, summary=summary)
+
+    def _claims(self, results: dict, spec) -> list[Claim]:
+        def p_of(design, learner):
+            e = results.get(design, {}).get("learners", {}).get(learner, {}).get("exponent", {})
+            return (np.nan if e.get("p") is None else e["p"], *(np.nan if v is None else v for v in e.get("ci95", [None] * 2)))
+
+        def diff(design, a, b):
+            d = results.get(design, {}).get("differences of p (paired)", {}).get(f"{a} − {b}")
+            if d is None:
+                return np.nan, np.nan, np.nan
+            return (np.nan if d["value"] is None else d["value"], *(np.nan if v is None else v for v in d["ci95"]))
+
+        out = []
+        if "free" in results:
+            out.append(Claim.of("free-vit-exponent", "without the floor (z ≥ 4.5), the ViT's N_c ∝ α_*^−2",
+                                rules.equivalence(*p_of("free", "vit"), spec.p_margin, "p_vit")))  # fmt: skip
+            out.append(Claim.of("free-same-as-linear", "without the floor, the ViT's exponent is the linear learner's "
+                                "(the law there is estimation in noise, not attention)",
+                                rules.no_effect(*diff("free", "vit", "linear"), spec.diff_band, "p_vit − p_linear")))  # fmt: skip
+        if "floor" in results:
+            out.append(Claim.of("floor-vit-exponent", "where the floor binds (z ≤ 3), the ViT's N_c ∝ α_*^−2",
+                                rules.equivalence(*p_of("floor", "vit"), spec.p_margin, "p_vit")))  # fmt: skip
+            d, lo, hi = diff("floor", "cnn", "vit")
+            rule = "95 % interval of p_cnn − p_vit lies above 0; fail if it lies below 0"
+            m = {"p_cnn − p_vit": rounded(d), "ci95": [rounded(lo), rounded(hi)]}
+            v = rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval (a learner never or always succeeds)") \
+                if not np.isfinite(lo) else rules.Verdict(rules.PASS if lo > 0 else rules.FAIL if hi < 0 else
+                                                          rules.INCONCLUSIVE, m, rule)  # fmt: skip
+            out.append(Claim.of("floor-cnn-steeper", "where the floor binds, the attention-free baseline's exponent is "
+                                "steeper than the ViT's (α_*^−4 against α_*^−2)", v))  # fmt: skip
+        return out
+
+    def figures(self, cols, spec, analysis: Analysis, out: Path) -> list[Path]:
+        designs = analysis.summary["designs"]
+        fig, axes = plt.subplots(1, len(designs), figsize=(6 * len(designs), 4.2), constrained_layout=True, squeeze=False)
+        colors = {"vit": "tab:red", "cnn": "tab:blue", "linear": "tab:green"}
+        for ax, (design, res) in zip(axes[0], designs.items(), strict=True):
+            for learner, r in res["learners"].items():
+                cs = [c for c in r["columns"] if c["status"] == phase.CROSSED]
+                e = r["exponent"]
+                lab = f"{learner}: p = {e['p']:.2f} [{e['ci95'][0]:.2f}, {e['ci95'][1]:.2f}]" if e.get("p") is not None \
+                    else f"{learner}: no boundary"  # fmt: skip
+                if cs:
+                    xs = np.array([c["x"] for c in cs])
+                    err = np.array([[c["N_c"] - (c["ci95"][0] or c["N_c"]), (c["ci95"][1] or c["N_c"]) - c["N_c"]]
+                                    for c in cs]).T  # fmt: skip
+                    ax.errorbar(xs, [c["N_c"] for c in cs], yerr=err, fmt="o-", color=colors.get(learner), ms=4,
+                                capsize=2, label=lab)  # fmt: skip
+                else:
+                    ax.plot([], [], "o", color=colors.get(learner), label=lab)
+            zs, ns = res["z per column"], res["n_star per column"]
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            a = res["alpha per column"]
+            ax.set_xlim(a[0] / 1.1, a[-1] * 1.1)
+            ax.set_ylim(res["N"][0] / 1.5, res["N"][-1] * 1.5)
+            ax.set_xlabel("α_* (realised n_*/L)")
+            ax.set_ylabel("critical N_c (success ½)")
+            ax.set_title(f"design {design}: z = {min(zs):.2g} … {max(zs):.2g}, n_* = {ns[0]} … {ns[-1]}")
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.16), ncol=1)
+        return plots.save(fig, out, "settle")
+
+
+EXPERIMENTS = (Settle(),)
