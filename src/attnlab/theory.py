@@ -136,10 +136,12 @@ def resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray
 
 
 def bootstrap_fit(Z: np.ndarray, s: np.ndarray, value: Callable[[np.ndarray], np.ndarray], n_boot: int,
-                  seed: int = 0, ridge: float = 1e-4, iters: int = 100) -> tuple[float, float, float]:  # fmt: skip
+                  seed: int = 0, ridge: float = 1e-4, iters: int = 100,
+                  level: float = 0.95) -> tuple[float, float, float]:  # fmt: skip
     """:func:`bootstrap` of stat(idx) = value(β̂ of :func:`logistic_fit` on Z[idx], s[idx]), with
     every resample fitted at once (batched IRLS on resample counts): the same resamples, drawn from
-    the same generator calls, and the same fits up to rounding. ``value`` maps β (B, k) -> (B,)."""
+    the same generator calls, and the same fits up to rounding. ``value`` maps β (B, k) -> (B,).
+    The interval is the percentile interval at ``level``."""
     Z, s = np.asarray(Z, float), np.asarray(s, float)
     n = len(s)
     rng = np.random.default_rng(seed)
@@ -150,7 +152,7 @@ def bootstrap_fit(Z: np.ndarray, s: np.ndarray, value: Callable[[np.ndarray], np
     boots = boots[np.isfinite(boots)]
     if len(boots) < max(10, n_boot // 2):
         return point, np.nan, np.nan
-    lo, hi = np.percentile(boots, [2.5, 97.5])
+    lo, hi = np.percentile(boots, [50 * (1 - level), 50 * (1 + level)])
     return point, lo, hi
 
 

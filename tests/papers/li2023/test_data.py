@@ -53,8 +53,9 @@ def test_fixed_counts_roles_and_patterns_are_consistent():
 
 def test_default_counts_and_tie_rule():
     s = data.Spec()
-    assert s.alpha_hash == pytest.approx(0.05) and isinstance(s.alpha_hash, float)
-    assert data.n_tokens(s.alpha_star, s.L) == 15 and data.n_tokens(s.alpha_hash, s.L) == 2  # 2.5 → 2
+    assert s.alpha_hash == pytest.approx(0.04) and isinstance(s.alpha_hash, float)  # n_# = ⌊15/6⌋ = 2, stored as 2/50
+    assert data.n_tokens(s.alpha_star, s.L) == 15 and data.n_tokens(s.alpha_hash, s.L) == 2
+    assert data.n_tokens(0.05, 50) == 2  # 2.5 → 2: ties round down
     assert int(data.n_tokens(jnp.float32(0.05), 50)) == 2  # same rule in float32
     assert (
         data.n_tokens(0.32, 50) == 16
@@ -177,7 +178,8 @@ def test_make_pads_masks_and_uses_independent_streams():
 
 
 def test_every_field_is_classified():
-    assert set(data.PART.static) | set(data.PART.batched) == set(data.Spec.model_fields)
+    stored = {k for k, f in data.Spec.model_fields.items() if not f.exclude}  # n_star, n_hash resolve to α_*, α_#
+    assert set(data.PART.static) | set(data.PART.batched) == stored and stored == set(data.Spec().model_dump())
     assert not set(data.PART.static) & set(data.PART.batched)
     assert set(data.PART.sizes) <= set(data.PART.batched)
 

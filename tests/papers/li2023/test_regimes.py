@@ -160,3 +160,18 @@ def test_settle_designs_are_checked_before_anything_runs():
             sub = settle._sub(s, design, "vit")
             zs = settle.check_design(settle._COLUMN._expand(sub, "grid"), design, s.z_range[design])
             assert len(zs) >= 5 and zs == sorted(zs)
+
+
+def test_settle_claims_read_each_pair_in_either_order():
+    """The paired differences are stored in the learners' order (vit − cnn); the baseline claim
+    reads p_cnn − p_vit from it, sign and interval flipped."""
+    exp = get("li2023-settle")
+    spec = exp.spec("cpu")
+    learner = lambda p, lo, hi: {"exponent": {"p": p, "ci95": [lo, hi]}}
+    results = {"floor": {"learners": {"vit": learner(2.0, 1.6, 2.4), "cnn": learner(4.0, 3.5, 4.5)},
+                         "differences of p (paired)": {"vit − cnn": {"value": -2.0, "ci95": [-2.6, -1.3]}}}}  # fmt: skip
+    (vit, cnn) = exp._claims(results, spec)
+    assert vit.id == "floor-vit-exponent" and vit.outcome == "pass"
+    assert cnn.id == "floor-cnn-steeper" and cnn.outcome == "pass" and cnn.measured["ci95"] == [1.3, 2.6]
+    results["floor"]["differences of p (paired)"] = {"vit − cnn": {"value": 0.8, "ci95": [0.2, 1.4]}}
+    assert exp._claims(results, spec)[1].outcome == "fail"

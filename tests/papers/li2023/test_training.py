@@ -46,7 +46,7 @@ def test_li2023_probes_by_hand_and_against_reference():
     traces equal the reference's."""
     import jax
     import numpy as np
-    from tests.helpers import bucket_of
+    from helpers import bucket_of
 
     from attnlab.problem import Composition, split
 
@@ -126,7 +126,7 @@ def test_jiang2024_model_honours_a_token_mask():
 def _hand_margins(cell, params):
     """y·f over the cell's N training samples, recomputed eagerly with the ViT's own forward pass
     (attnlab.models.li2023.apply) on the training set its data model draws (no padding)."""
-    from tests.helpers import bucket_of
+    from helpers import bucket_of
 
     from attnlab.models import li2023 as lm
     from attnlab.sweep import grid

@@ -195,10 +195,11 @@ def _claims(exp) -> tuple[ClaimAudit, ...]:
         h0 = Hypothesis(f"N·α_*^{other:g} = C", "the other learner's law, which the paper contrasts: " + SOURCE[other],
                         law(other))  # fmt: skip
         thm = "Li et al. 2023, Thm 1: T = Θ(α_*^−1·η^−1)"
+        r1 = Hypothesis("T ∝ α_*^−1 (r = 1)", thm, law(k))
+        r0 = Hypothesis("T does not depend on α_* (r = 0)", "no effect", law(k) | {"r": 0.0})
         return (
             ClaimAudit("line", h1, h0), ClaimAudit("exponent", h1, h0), ClaimAudit("likelihood", h1, h0),
-            ClaimAudit("iterations", Hypothesis("T ∝ α_*^−1 (r = 1)", thm, law(k)),
-                       Hypothesis("T does not depend on α_* (r = 0)", "no effect", law(k) | {"r": 0.0})),
+            ClaimAudit("iterations", r1, r0),
             ClaimAudit("iterations-eta", Hypothesis("T ∝ η^−1 (e = 1)", thm, law(k)),
                        Hypothesis("T does not depend on η (e = 0)", "no effect", law(k) | {"e": 0.0})),
             # the theorem regime's directional predictions (li2023-fig1-theorem)
@@ -208,8 +209,7 @@ def _claims(exp) -> tuple[ClaimAudit, ...]:
                        Hypothesis("success does not depend on α_*", "no effect", law(k) | {"p": 0.0})),
             ClaimAudit("nc-grows", Hypothesis("N_c ∝ α_*^−2", THM1, law(k)),
                        Hypothesis("N_c does not depend on α_* (p = 0)", "no effect", law(k) | {"p": 0.0})),
-            ClaimAudit("iterations-fall", Hypothesis("T ∝ α_*^−1 (r = 1)", thm, law(k)),
-                       Hypothesis("T does not depend on α_* (r = 0)", "no effect", law(k) | {"r": 0.0})),
+            ClaimAudit("iterations-fall", r1, r0),
             ClaimAudit("attention-rises",
                        Hypothesis(f"the attention on relevant tokens rises by {ATTN_GAIN} over a run", ATTN_SRC,
                                   law(k) | {"attn_gain": ATTN_GAIN}),

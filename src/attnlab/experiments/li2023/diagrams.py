@@ -26,8 +26,8 @@ Claims, fixed before any run (thresholds are Spec fields):
               interval of r inside ``iter_margin`` ([0.5, 1.5]; the theory says r = 1)
   iterations-eta  (with an η stage, ``eta_mults``) T ∝ η^−e at the tuning column: e inside
               ``iter_margin`` (the theory's T = Θ(α_*⁻¹η⁻¹))
-  shift       (τ, σ diagrams) N_c grows with the column's variable: the interval of
-              d log N_c / dx over the free columns lies above 0
+  shift       (τ, σ diagrams) N_c grows with the column's variable: the 99 % interval
+              (``shift_level``) of d log N_c / dx over the free columns lies above 0
 A law claim is descriptive when fewer than ``min_free_columns`` columns are free of the floor.
 """
 
@@ -151,9 +151,11 @@ class AlphaDiagram(LiDiagram):
 class ShiftDiagram(LiDiagram):
     def _claims(self, cols, g, fit, cs, spec, summary) -> list[Claim]:
         x, N, success = cols[self.axis][fit].astype(float), cols["data.N"][fit], cols["test_error"][fit] == 0
-        est = phase.shift(x, N, success, spec.n_boot, spec.seed) if len(cs) >= 2 else theory.Estimate.missing()
-        summary[f"d log N_c / d{self.axis_name}"] = est.as_dict()
-        v, why = self.law_gate(phase.shift_verdict(est, self.axis_name), len(cs), spec)
+        n_boot = max(spec.n_boot, 500) if spec.shift_level > 0.95 else spec.n_boot  # resamples for the tails
+        est = phase.shift(x, N, success, n_boot, spec.seed, spec.shift_level) if len(cs) >= 2 else \
+            theory.Estimate.missing()  # fmt: skip
+        summary[f"d log N_c / d{self.axis_name}"] = est.as_dict() | {"level": spec.shift_level}
+        v, why = self.law_gate(phase.shift_verdict(est, self.axis_name, spec.shift_level), len(cs), spec)
         return [Claim.of("shift", f"N_c grows with {self.xlabel()}", v, why)]
 
 
@@ -165,7 +167,7 @@ class Fig1(AlphaDiagram):
     scales = {
         "smoke": SMOKE,
         # the lr tuned at N = 20, where the hardest free column (z = 4) succeeds about half the time; η varied ×¼ … ×2
-        "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, tune_N=20,
+        "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=10, tune_lr=TUNE_LR, tune_N=20,
                     eta_mults=[0.25, 0.5, 1.0, 2.0]),
         # the sheet's grid (α_*⁻² = 4 … 14, N = 40 … 400, 20 trials) as exact counts at L = 100
         "paper": dict(data={"n_star": N_STAR_FIG1_PAPER, "N": list(range(40, 401, 40)), "L": 100}, reps=20,
@@ -181,7 +183,7 @@ class Fig2(AlphaDiagram):
     audit = diagram_design(NOISE_FIG2, "default: measured on a cpu-scale run of li2023-fig2")
     scales = {
         "smoke": SMOKE | {"model": {"m": 16, "m_a": 8}},
-        "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=6, tune_lr=TUNE_LR, tune_N=20, p_margin=(3.0, 5.0)),
+        "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=10, tune_lr=TUNE_LR, tune_N=20, p_margin=(3.0, 5.0)),
         # the sheet's grid (α_*⁻⁴ = 120 … 200, N = 80 … 800) as exact counts at L = 200
         "paper": dict(data={"n_star": N_STAR_FIG2_PAPER, "N": list(range(80, 801, 80)), "L": 200}, reps=20,
                       tune_lr=TUNE_LR, p_margin=(3.0, 5.0)),

@@ -163,7 +163,7 @@ class Settle(Experiment):
                                         "N": [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256], "L": 120, "d": 400},
                                "floor": {"n_star": [3, 4, 5, 7, 8, 9], "N": [20, 40, 80, 160, 320, 640, 1280, 2560],
                                          "L": 100}},
-                      reps=20),
+                      reps=20, memory_budget_gb=8),  # a floor cell at N = 2560, L = 100 needs ≈ 2.1 GB
     }  # fmt: skip
     assumptions = common.ASSUMPTIONS + (
         "Two designs fixed before the run by the analytic margin z of the best mean-token rule: free (z ≥ 4.5 in every "
@@ -226,10 +226,13 @@ class Settle(Experiment):
             return (np.nan if e.get("p") is None else e["p"], *(np.nan if v is None else v for v in e.get("ci95", [None] * 2)))
 
         def diff(design, a, b):
-            d = results.get(design, {}).get("differences of p (paired)", {}).get(f"{a} − {b}")
+            """p_a − p_b and its paired interval (stored once per pair, in the learners' order)."""
+            pairs = results.get(design, {}).get("differences of p (paired)", {})
+            d, sign = (pairs[f"{a} − {b}"], 1) if f"{a} − {b}" in pairs else (pairs.get(f"{b} − {a}"), -1)
             if d is None:
                 return np.nan, np.nan, np.nan
-            return (np.nan if d["value"] is None else d["value"], *(np.nan if v is None else v for v in d["ci95"]))
+            v, lo, hi = (np.nan if x is None else sign * x for x in (d["value"], *d["ci95"]))
+            return v, min(lo, hi), max(lo, hi)
 
         out = []
         if "free" in results:
