@@ -167,11 +167,13 @@ def test_settle_claims_read_each_pair_in_either_order():
     reads p_cnn − p_vit from it, sign and interval flipped."""
     exp = get("li2023-settle")
     spec = exp.spec("cpu")
-    learner = lambda p, lo, hi: {"exponent": {"p": p, "ci95": [lo, hi]}}
-    results = {"floor": {"learners": {"vit": learner(2.0, 1.6, 2.4), "cnn": learner(4.0, 3.5, 4.5)},
-                         "differences of p (paired)": {"vit − cnn": {"value": -2.0, "ci95": [-2.6, -1.3]}}}}  # fmt: skip
+    learner = lambda p, ll: {"exponent": {"p": p, "ci95": [p - 0.4, p + 0.4], "loglik p=2 minus p=4": ll}}
+    pair = lambda v, lo, hi: {"vit − cnn": {"value": v, "ci95": [lo, hi], "ci99": [lo - 0.2, hi + 0.2]}}
+    results = {"floor": {"learners": {"vit": learner(2.0, 6.0), "cnn": learner(4.0, -8.0)},
+                         "differences of p (paired)": pair(-2.0, -2.6, -1.3)}}  # fmt: skip
     (vit, cnn) = exp._claims(results, spec)
     assert vit.id == "floor-vit-exponent" and vit.outcome == "pass"
-    assert cnn.id == "floor-cnn-steeper" and cnn.outcome == "pass" and cnn.measured["ci95"] == [1.3, 2.6]
-    results["floor"]["differences of p (paired)"] = {"vit − cnn": {"value": 0.8, "ci95": [0.2, 1.4]}}
-    assert exp._claims(results, spec)[1].outcome == "fail"
+    assert cnn.id == "floor-cnn-steeper" and cnn.outcome == "pass" and cnn.measured["ci99"] == [1.1, 2.8]
+    results["floor"]["differences of p (paired)"] = pair(0.8, 0.4, 1.4)
+    results["floor"]["learners"]["vit"] = learner(4.1, -5.0)
+    assert [c.outcome for c in exp._claims(results, spec)] == ["fail", "fail"]
