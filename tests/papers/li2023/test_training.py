@@ -46,9 +46,9 @@ def test_li2023_probes_by_hand_and_against_reference():
     traces equal the reference's."""
     import jax
     import numpy as np
-    from helpers import bucket_of
 
     from attnlab.problem import Composition, split
+    from helpers import bucket_of
 
     cells = li_cells("li2023-vit", log_every=5, probes="li2023", max_steps=10)
     out = run_bucket(cells, strategy="sequential")
@@ -126,10 +126,9 @@ def test_jiang2024_model_honours_a_token_mask():
 def _hand_margins(cell, params):
     """y·f over the cell's N training samples, recomputed eagerly with the ViT's own forward pass
     (attnlab.models.li2023.apply) on the training set its data model draws (no padding)."""
-    from helpers import bucket_of
-
     from attnlab.models import li2023 as lm
     from attnlab.sweep import grid
+    from helpers import bucket_of
 
     comp, static, _ = bucket_of([cell])
     fields = {k.split(".", 1)[1]: x for k, x in cell.items() if k.startswith("model.") and k != "model.name"}
