@@ -3,9 +3,10 @@
 the loss, log–log slopes over repeats, the claim verdicts built on them, and plot helpers.
 
 Per run (:func:`per_run`): λ_min(K₀), λ_max(K₀) (step-0 probes), the step ratio
-γ_eff·λ_max(K₀)/N (stable while < 2 under the linearised dynamics r_{t+1} = (I − γ_eff K/N) r_t),
-L_0, L_T, and the flag ``unstable`` (ratio above the bound, diverged, or L_T not below L_0);
-flagged runs are left out of rate and drift fits.
+γ_eff·λ_max(K₀)/N (stable while < 2 under the linearised dynamics r_{t+1} = (I − γ_eff K/N) r_t;
+under ``train.reduction = sum`` the step follows ½·Σ (f − y)², r_{t+1} = (I − γ_eff K) r_t, and the
+ratio is γ_eff·λ_max(K₀)), L_0, L_T, and the flag ``unstable`` (ratio above the bound, diverged,
+or L_T not below L_0); flagged runs are left out of rate and drift fits.
 """
 
 from __future__ import annotations
@@ -32,10 +33,19 @@ def trace(cols, name: str) -> np.ndarray:
     return np.stack([np.asarray(x, float) for x in cols[f"trace_{name}"]])
 
 
+def gain(cols) -> np.ndarray:
+    """Per run, the factor g of the linearised step r_{t+1} = (I − g·K) r_t: γ_eff/N under ½·mean
+    (f − y)², γ_eff under ½·Σ (``train.reduction = sum``; a column absent at its default, mean)."""
+    lr, N = cols["train.lr"].astype(float), cols["data.N"].astype(float)
+    red = cols.get("train.reduction")
+    return lr / N if red is None else np.where(np.asarray(red) == "sum", lr, lr / N)
+
+
 def per_run(cols, unstable_at: float) -> dict[str, np.ndarray]:
-    """Step-0 λ_min(K₀), λ_max(K₀), γ_eff·λ_max(K₀)/N, initial and final loss, and the flags."""
+    """Step-0 λ_min(K₀), λ_max(K₀), the step ratio g·λ_max(K₀) (:func:`gain`: γ_eff·λ_max(K₀)/N
+    under mean, γ_eff·λ_max(K₀) under sum), initial and final loss, and the flags."""
     lam_min, lam_max = trace(cols, "lambda_min")[:, 0], trace(cols, "lambda_max")[:, 0]
-    ratio = cols["train.lr"].astype(float) * lam_max / cols["data.N"].astype(float)
+    ratio = gain(cols) * lam_max
     L0, LT = trace(cols, "train_loss")[:, 0], cols["train_loss"].astype(float)
     diverged = cols["status"] == "diverged"
     with np.errstate(invalid="ignore"):
@@ -170,14 +180,15 @@ def stability_verdict(r: dict, unstable_at: float, share_min: float, probe_min: 
 
 
 def linearised_rate(cols) -> tuple[np.ndarray, np.ndarray]:
-    """Per run, (ρ_lin at K₀, ρ_lin of the slowest kernel of the run): ρ_lin = (1 − γ_eff·λ_min(K_t)/N)²
-    at step 0 and at the smallest λ_min(K_t) over the logged steps (NaN where λ_min is not recorded)."""
+    """Per run, (ρ_lin at K₀, ρ_lin of the slowest kernel of the run): ρ_lin = (1 − g·λ_min(K_t))²
+    (g = :func:`gain`, γ_eff/N under mean) at step 0 and at the smallest λ_min(K_t) over the logged
+    steps (NaN where λ_min is not recorded)."""
     lam = trace(cols, "lambda_min")
-    gain = (cols["train.lr"].astype(float) / cols["data.N"].astype(float))[:, None]
+    g = gain(cols)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN traces (diverged runs)
         slowest = np.nanmin(np.where(np.isfinite(lam), lam, np.nan), axis=1)
-    return (1 - gain[:, 0] * lam[:, 0]) ** 2, (1 - gain[:, 0] * slowest) ** 2
+    return (1 - g * lam[:, 0]) ** 2, (1 - g * slowest) ** 2
 
 
 def linear_runs(t, L, ok, floor: float, t_from: float) -> dict[str, np.ndarray]:

@@ -38,6 +38,17 @@ H1 / H0 per claim (sources in the Hypothesis records):
   drift-alpha  kernel drift under τ₀ = d_m^−1 half that under d_m^−1/2 (size assumed) / equal
   logits, uniform  logit std ∝ d_m^(1/2 − α), TV following it / τ₀ without effect (both flat)
 
+``wu2023-fig1-protocol``: the same GD runs at γ = 1 under each candidate normalisation: λ_max(K₀)/N ∝
+d_m from its measured level at d_m = 16 per (τ₀, token norm), the ratio r = g·λ_max(K₀) with g = γ/N
+under ½·mean and γ under ½·sum (N times larger), the slow rate ∝ d_m^slope from its level at d_m =
+16. ordering-*: H1 slope 1 (λ_min(K₀) ∝ d_m, the theorem's LeCun kernel), H0 slope 0 (the width
+without effect on the rate); stability as above; protocol descriptive.
+
+``wu2023-scaling``: per data set the ratio and slow rate of τ₀ = d_m^−1/2 at their measured levels
+and width slopes (the width-normalised step); under d_m^−1 both × a factor: H1 ½ (the sheet's λ_max
+measurement; size assumed), H0 1 (no effect of τ₀). The two runs of a pair share a log-normal factor
+and the top mode's share of L_0 (common draws), each has its own factor and loss wiggle.
+
 ``wu2023-width``: a run reaches the target with P = σ(s·(log d_m − log d_c(N))), d_c ∝ N^k
 anchored at the grid's centre (the mean log N and log d_m of its axes); it then ends at
 L_0·target·U(0.01, 0.9), else at L_0·target·U(1.1, 100), so a column may never cross and is
@@ -147,13 +158,15 @@ def lognormal(rng, sd: float, n: int) -> np.ndarray:
     return np.exp(sd * rng.standard_normal(n))
 
 
-def runs(world: dict, noise: dict, cols: dict, r, u, drift_K, drift_W, logit, tv, rng) -> dict:
+def runs(world: dict, noise: dict, cols: dict, r, u, drift_K, drift_W, logit, tv, rng, share=None) -> dict:
     """The probe traces and final columns of GD runs (see the module docstring): r = γ_eff
-    λ_max(K₀)/N and u = γ_eff λ_min(K₀)/N per run, the drifts at T, logit std and attention TV."""
+    λ_max(K₀)/N and u = γ_eff λ_min(K₀)/N per run, the drifts at T, logit std and attention TV;
+    ``share``: the top mode's share w of L_0 per run (default: drawn per run)."""
     t = epochs(cols)
     n = len(r)
     bound = world["bound"]
-    w = np.clip(0.5 + noise["share_sd"] * rng.standard_normal(n), 0.05, 0.95)
+    z = rng.standard_normal(n) if share is None else share
+    w = np.clip(0.5 + noise["share_sd"] * z, 0.05, 0.95)
     with np.errstate(over="ignore"):
         top = np.abs(1 - 2 * r / bound)[:, None] ** (2 * t)  # the top mode under the bound θ: factor 1 − 2r/θ
     catapult = (r >= bound) & (r < 3 * bound) & world["catapult"]
@@ -179,10 +192,12 @@ def runs(world: dict, noise: dict, cols: dict, r, u, drift_K, drift_W, logit, tv
     rise = (1 - np.exp(-t / 50)) / (1 - np.exp(-t[-1] / 50))
     nan_after = np.where(gone, np.nan, 1.0)
     KD, WD = drift_K[:, None] * rise * nan_after, drift_W[:, None] * rise * nan_after
-    lr, N = cols["train.lr"].astype(float), cols["data.N"].astype(float)
+    from attnlab.experiments.wu2023.analysis import gain
+
+    g = gain(cols)  # r = g·λ_max(K₀): γ_eff/N under mean, γ_eff under sum
     const = lambda v: np.broadcast_to(np.asarray(v, float)[:, None], (n, len(t)))
     out = {"trace_step": np.broadcast_to(t, (n, len(t))), "trace_train_loss": L,
-           "trace_lambda_max": const(r * N / lr), "trace_lambda_min": const(u * N / lr),
+           "trace_lambda_max": const(r / g), "trace_lambda_min": const(u / g),
            "trace_kernel_drift": KD, "trace_weight_drift": WD, "trace_logit_std": const(logit),
            "trace_attn_tv": const(tv), "train_loss": L[:, -1],
            "status": np.where(diverged, "diverged", "cap")}  # fmt: skip
@@ -642,4 +657,134 @@ def gram_design() -> Design:
         noise={"sd": 0.11},
         noise_source="default: the median sd of log ρ over subsets per (N, d) of a cpu-scale run of wu2023-data-gram",
         plug_in=gram_noise,
+    )
+
+
+# ---------------------------------------------------------------- fig1-protocol: γ = 1 under each candidate
+
+
+def frame_union(cells: list[dict]) -> dict[str, np.ndarray]:
+    """:func:`frame` over cells whose keys differ (a field at its default is absent from a cell; two
+    data models have different fields): every key, None where a cell lacks it."""
+    keys = list(dict.fromkeys(k for c in cells for k in c))
+    return {k: np.array([c.get(k) for c in cells]) for k in keys}
+
+
+def protocol_kernel(world: dict, noise: dict, cols: dict, rng) -> tuple[np.ndarray, np.ndarray]:
+    """(λ_max(K₀)/N, u) per run at γ = 1 under ½·mean: λ_max ∝ d_m from its level at d_m = 16 per (τ₀,
+    token norm), and the slow rate u (the decay of the run's loss after the top mode, set by
+    λ_min(K_t)/N) ∝ d_m^slope from its level at d_m = 16 (the world's slope: 1 where λ_min(K₀) ∝
+    d_m), each × log-normal scatter."""
+    alpha, d_m = cols["model.alpha"].astype(float), cols["model.d_m"].astype(float)
+    norm = cols["data.token_norm"]
+    level = lambda what: np.array([noise[f"{what}_a{a:g}_{n}"] for a, n in zip(alpha, norm, strict=True)])
+    w = d_m / D_REF
+    n = len(alpha)
+    lmax = level("lmax16") * w * lognormal(rng, noise["lmax_sd"], n)
+    u = level("u16") * w ** world["lmin_slope"] * lognormal(rng, noise["u_sd"], n)
+    return lmax, u
+
+
+def simulate_protocol(world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator) -> dict:
+    """GD runs (:func:`runs`) at ratio r = g·λ_max(K₀) and slow rate g·N·u, g = γ/N under mean and γ
+    under sum (N times larger): the ½·sum runs at the same kernel sit N× further up."""
+    from attnlab.experiments.wu2023.analysis import gain
+
+    cols = frame_union(cells)
+    n = len(cells)
+    lmax, u = protocol_kernel(world, noise, cols, rng)
+    g = gain(cols) * cols["data.N"].astype(float)  # γ under mean (per λ/N), γ·N under sum
+    ones = np.ones(n)
+    alpha, d_m = cols["model.alpha"].astype(float), cols["model.d_m"].astype(float)
+    logit = d_m ** (0.5 - alpha)
+    cols |= runs(world, noise, cols, g * lmax, g * u, ones, ones, logit, tv_of(logit, 0.5, 1.0), rng)
+    return with_run_columns(cols, spec)
+
+
+# measured on the cpu run of wu2023-fig1-protocol (96 runs): λ_max(K₀)/N at d_m = 16 (medians per τ₀ and token
+# norm; ∝ d_m^0.93 … 0.96 across widths), the slow rate u at d_m = 16 from the median L_T/L_0 of the trained runs
+# ((1 − w)(1 − u)^{2T} = L_T/L_0, w = ½), the log-sds of λ_max and λ_min(K₀) about their lines in d_m
+PROTOCOL_NOISE = {"lmax16_a0.5_d": 0.745, "lmax16_a1_d": 0.421, "lmax16_a0.5_unit": 0.0238, "lmax16_a1_unit": 0.0238,
+                  "u16_a0.5_d": 7.8e-3, "u16_a1_d": 4.5e-3, "u16_a0.5_unit": 2.1e-3, "u16_a1_unit": 2.0e-3,
+                  "lmax_sd": 0.12, "u_sd": 0.18, "dec_sd": 0.13, "share_sd": 0.1}  # fmt: skip
+PROTOCOL_THEORY = GEOMETRIC | {"lmin_slope": 1.0}
+
+
+def protocol_design() -> Design:
+    w = PROTOCOL_THEORY
+    s_order = ("Wu et al. 2023, Fig. 1 (a) at γ = 1: the loss curves ordered by width; Thm. 1: λ_min(K₀) ∝ d_m "
+               "under LeCun, so at a fixed γ the rate g·λ_min(K₀) grows with d_m")  # fmt: skip
+    h1 = Hypothesis("λ_min(K₀) ∝ d_m (LeCun): at a fixed γ wider nets converge faster where the step is stable",
+                    s_order, w)  # fmt: skip
+    h0 = Hypothesis("λ_min(K₀) flat in d_m: at a fixed γ the width has no effect on the rate",
+                    "no width ordering (the curves' order random per repeat)", w | {"lmin_slope": 0.0})  # fmt: skip
+    ordering = tuple(ClaimAudit(f"ordering-{r}-{n}", h1, h0) for r in ("mean", "sum") for n in ("d", "unit"))
+    protocol = ClaimAudit(
+        "protocol", Hypothesis("a candidate normalisation trains at every width with the width ordering", s_order, w),
+        Hypothesis("no candidate does", "the normalisation of the published run is not stated", w | {"lmin_slope": 0.0}))  # fmt: skip
+    return Design(
+        simulate=simulate_protocol,
+        claims=(h_stability(w), *ordering, protocol),
+        noise=PROTOCOL_NOISE,
+        noise_source="default: λ_max(K₀)/N and the slow rate at d_m = 16 per (τ₀, token norm) and their scatter, "
+        "measured on a cpu-scale run of wu2023-fig1-protocol; the loss wiggle and the top mode's share as wu2023-fig1's",
+    )
+
+
+# ---------------------------------------------------------------- scaling: τ₀ = d_m^−1/2 against d_m^−1, paired
+
+
+def simulate_scaling(world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator) -> dict:
+    """Per data set, the step ratio r and slow rate u of τ₀ = d_m^−1/2 at d_m = 16 (``noise``) ×
+    (d_m/16)^slope (the width-normalised step: r flat, u falling as λ_min(K₀) grows slower than d_m);
+    under τ₀ = d_m^−1 both × the world's ``alpha_factor``. The two cells of a pair (data set, d_m,
+    block, rep) share their draws: a common log-normal factor (``pair_sd``) on u and r and the top
+    mode's share of L_0, and each run its own factor (``run_sd``) and loss wiggle."""
+    cols = frame_union(cells)
+    n = len(cells)
+    ds = np.where(cols["data.name"] == "images", "mnist", "synthetic")
+    alpha, d_m = cols["model.alpha"].astype(float), cols["model.d_m"].astype(float)
+    pair = [(a, w, b, p) for a, w, b, p in zip(ds, d_m, cols["block"], cols["rep"], strict=True)]
+    shared = {k: rng.standard_normal(3) for k in dict.fromkeys(pair)}
+    common = np.array([shared[k] for k in pair]).reshape(n, 3)
+    level = lambda what: np.array([noise[f"{what}_{x}"] for x in ds])
+    w = d_m / D_REF
+    factor = np.where(alpha == 1.0, world["alpha_factor"], 1.0)
+    scatter = lambda j: np.exp(noise["pair_sd"] * common[:, j] + noise["run_sd"] * rng.standard_normal(n))
+    r = level("r16") * w ** level("r_slope") * factor * scatter(0)
+    u = level("u16") * w ** level("u_slope") * factor * scatter(1)
+    ones = np.ones(n)
+    logit = d_m ** (0.5 - alpha)
+    # the top mode's share of L_0 is the data's (the residual's projection on K₀'s top direction): shared by a pair
+    cols |= runs(world, noise, cols, r, u, ones, ones, logit, tv_of(logit, 0.5, 1.0), rng, share=common[:, 2])
+    share = np.where(alpha == 1.0, 0.0, 0.3)  # reported only
+    cols |= {"trace_ntk_share_W_Q": np.broadcast_to(share[:, None], cols["trace_train_loss"].shape),
+             "trace_ntk_share_W_K": np.broadcast_to(share[:, None], cols["trace_train_loss"].shape)}  # fmt: skip
+    return with_run_columns(cols, spec)
+
+
+# measured on the cpu run of wu2023-scaling (42 runs, τ₀ = d_m^−1/2): the step ratio at d_m = 16 and its log–log
+# slope in d_m, the slow rate u at d_m = 16 from the median L_T/L_0 ((1 − w)(1 − u)^{2T}, w = ½) and its slope;
+# the scatter of log u about its (data set, τ₀, width) mean: ≈ 0.18, ≈ 0.1 of it shared by a pair (synthetic)
+SCALING_NOISE = {"r16_synthetic": 0.745, "r_slope_synthetic": -0.036, "u16_synthetic": 7.8e-3,
+                 "u_slope_synthetic": -0.62, "r16_mnist": 1.25, "r_slope_mnist": -0.35, "u16_mnist": 7.6e-3,
+                 "u_slope_mnist": -0.49, "pair_sd": 0.1, "run_sd": 0.15, "dec_sd": 0.13, "share_sd": 0.1}  # fmt: skip
+
+
+def scaling_design() -> Design:
+    w = GEOMETRIC | {"alpha_factor": 0.5}
+    h1 = lambda data: Hypothesis(
+        f"{data}: K₀ under τ₀ = d_m^−1 half that under d_m^−1/2 (λ_min and λ_max; size assumed)",
+        "Wu et al. 2023, Sec. 4: under d_m^−1 the attention blocks' share of the NTK vanishes; the sheet measured "
+        "λ_max(K₀) under d_m^−1 at ≈ ½ that under d_m^−1/2", w)  # fmt: skip
+    h0 = lambda data: Hypothesis(f"{data}: the same K₀ under both scalings", "no effect of τ₀ on the speed",
+                                 w | {"alpha_factor": 1.0})  # fmt: skip
+    return Design(
+        simulate=simulate_scaling,
+        claims=(ClaimAudit("faster-synthetic", h1("synthetic"), h0("synthetic")),
+                ClaimAudit("faster-mnist", h1("MNIST"), h0("MNIST"))),  # fmt: skip
+        noise=SCALING_NOISE,
+        noise_source="default: levels and scatter measured on a cpu-scale run of wu2023-scaling (the τ₀ = d_m^−1/2 "
+        "runs' step ratio and fitted rate per width; the paired and own scatter of log u); the loss wiggle and the "
+        "top mode's share as wu2023-fig1's",
     )
