@@ -311,18 +311,9 @@ class Spec(PartSpec):
             raise ValueError("data.n_star: token counts need counts = 'fixed' (binomial draws them per token)")
         if self.alpha_hash is None:
             self.alpha_hash = self.alpha_star / 6
-        a, h = self.alpha_star, self.alpha_hash
         if self.d < self.M:
             raise ValueError(f"data.d: the M = {self.M} patterns are orthogonal, so d ≥ M is needed, got d = {self.d}")
-        if a + h > 1:
-            raise ValueError(f"data.alpha_hash: α_* + α_# = {a} + {h} exceeds 1")
-        if a <= h:
-            raise ValueError(f"data.alpha_star: α_* = {a} must exceed α_# = {h} (the theory needs α_* ≫ α_#)")
-        if self.counts == "fixed" and n_tokens(a, self.L) <= n_tokens(h, self.L):
-            raise ValueError(
-                f"data.alpha_star: with counts = 'fixed', [α_*·L] = {n_tokens(a, self.L)} relevant tokens must "
-                f"exceed [α_#·L] = {n_tokens(h, self.L)} confusion tokens (the label is the majority vote)"
-            )
+        _check_fractions(self.alpha_star, self.alpha_hash)
         if self.sparsify_k > self.L - 1:
             raise ValueError(f"data.sparsify_k: removing {self.sparsify_k} of L = {self.L} tokens leaves none")
         if self.sparsify_k and self.sparsify == "none":
@@ -347,7 +338,24 @@ class Spec(PartSpec):
             n_h = n_tokens(self.alpha_hash, L) if self.alpha_hash is not None else n_s // 6
         if n_s > L:
             raise ValueError(f"data.n_star: {n_s} relevant tokens exceed L = {L}")
+        # the given fractions are checked as given (the message names them), then the realised counts
+        a, h = self.alpha_star, self.alpha_hash
+        if h is not None and "alpha_star" in given:
+            _check_fractions(a, h)
+        if n_s <= n_h:
+            what = f"[α_*·L] = {n_s}" if self.n_star is None else f"n_* = {n_s}"
+            raise ValueError(f"data.alpha_star: with counts = 'fixed', {what} relevant tokens must exceed n_# = {n_h} "
+                             "confusion tokens (the label is the majority vote)")  # fmt: skip
+        if n_s + n_h > L:
+            raise ValueError(f"data.alpha_hash: n_* + n_# = {n_s} + {n_h} tokens exceed L = {L}")
         self.alpha_star, self.alpha_hash = n_s / L, n_h / L
+
+
+def _check_fractions(a: float, h: float) -> None:
+    if a + h > 1 + 1e-12:
+        raise ValueError(f"data.alpha_hash: α_* + α_# = {a:g} + {h:g} exceeds 1")
+    if a <= h:
+        raise ValueError(f"data.alpha_star: α_* = {a:g} must exceed α_# = {h:g} (the theory needs α_* ≫ α_#)")
 
 
 STATIC = ("M", "d", "L", "noise", "counts", "n_test", "sparsify", "sparsify_test")
