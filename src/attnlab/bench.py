@@ -389,6 +389,8 @@ class Suite:
     threads: str = "calibrate"  # the baseline's intra-op threads: "all" cores, or "calibrate" (see Baseline)
     row: Callable[[dict], dict] = lambda c: {}
     notes: tuple[str, ...] = ()
+    sets: tuple[str, ...] = ()  # --set overrides of the experiment's spec at the suite's scale: its own grid
+    fields: dict = field(default_factory=dict)  # values every cell of the suite takes
 
     def check(self, cell: dict, baseline: bool = True) -> None:
         """The cell is this suite's model (the FLOP count) and, with ``baseline``, a recipe the
@@ -460,6 +462,10 @@ SUITES: dict[str, Suite] = {
                        "key), init draws differ",
         requires={"model.heads": (1,), "model.tied": (False,), "model.ffn": (False,), "train.batch_size": (0,)},
         row=lambda c: {"d_m": c.get("model.d_m"), "alpha": c.get("model.alpha")},
+        # the loss-target grid the suite has always timed (no kernel probes: the baseline records none)
+        sets=("data.N=4,8,16,32,64", "data.d=16", "model.d_m=1,2,3,4,6,8,12,16,32,64", "train.max_steps=800",
+              "reps=6"),
+        fields={"train.probes": ""},
     ),
 }  # fmt: skip
 
@@ -511,8 +517,9 @@ def suite_cells(suite: str, scale: str | None = None) -> tuple[Any, Any, list[di
 
     s = get_suite(suite)
     exp = get(s.experiment)
-    spec = exp.spec(scale or s.scale)
-    return exp, spec, exp.cells(spec)
+    scale = scale or s.scale
+    spec = exp.spec(scale, list(s.sets) if scale == s.scale else [])
+    return exp, spec, [c | s.fields for c in exp.cells(spec)]
 
 
 # ---------------------------------------------------------------- statistics

@@ -536,7 +536,12 @@ def check_out(out: Path) -> None:
     refused, so results never mix with (or overwrite) someone else's files."""
     if out.exists() and not out.is_dir():
         raise AttnlabError(f"--out {out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in RESULTS_MARKERS):
+    from attnlab.sweep.store import is_temporary
+
+    # a run starting beside this one may have written only its first temporary file so far
+    if out.is_dir() and any(not is_temporary(p) for p in out.iterdir()) and not any(
+        (out / m).exists() for m in RESULTS_MARKERS
+    ):
         raise AttnlabError(
             f"--out {out}: a non-empty directory that is not an attnlab results directory (no store.json or "
             "parts/); choose a new or empty directory"

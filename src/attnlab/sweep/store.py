@@ -75,6 +75,11 @@ def _reason(e: OSError) -> str:
     return f"{e.strerror or e}" + (f" ({code})" if code else "")
 
 
+def is_temporary(path: Path) -> bool:
+    """A temporary file of :func:`atomic_file` (any writer's)."""
+    return bool(_TMP.match(Path(path).name))
+
+
 @contextmanager
 def atomic_file(path: Path):
     """Open a temporary file beside ``path`` for binary writing; on success it is fsynced and

@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from attnlab.experiments.li2023 import phase
 from attnlab.experiments.wu2023 import limit, width
 from attnlab.experiments.wu2023.limit import LIMIT
 from attnlab.experiments.wu2023.width import WIDTH
@@ -22,60 +21,74 @@ def outcomes(analysis):
 
 # ---------------------------------------------------------------- width: synthetic runs
 
+D_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
-def width_cols(k, C=2.0, Ns=(2, 3, 4, 6, 8), reps=8, noise=0.25, alphas=(0.5, 1.0), seed=0):
-    """Columns of a width grid whose runs reach the target iff log d_m > log C + k log N + noise."""
+
+def width_cols(k, level=np.log(64), Ns=(8, 16, 32), reps=4, sigma=0.15, alphas=(0.5, 1.0), seed=0):
+    """Columns of a width grid: each repeat has a lazy width log d* = level + k·(log N − log 16) + σ·ε;
+    a run's peak kernel drift is 0.1·d*/d_m (lazy iff d_m ≥ d*); lazy runs reach the loss target."""
     rng = np.random.default_rng(seed)
-    d_grid = np.unique(np.round(np.geomspace(1, 4096, 25)).astype(int))
-    a, n, d = (g.ravel() for g in np.meshgrid(np.asarray(alphas), np.asarray(Ns), d_grid, indexing="ij"))
-    a, n, d = (np.repeat(x, reps) for x in (a, n, d))
-    ok = np.log(d) > np.log(C) + k * np.log(n) + noise * rng.standard_normal(len(d))
+    a, n, r, d = (g.ravel() for g in np.meshgrid(np.asarray(alphas), np.asarray(Ns), np.arange(reps),
+                                                 np.asarray(D_GRID), indexing="ij"))  # fmt: skip
+    star = {}
+    for key in zip(a, n, r, strict=True):
+        star.setdefault(key, level + k * (np.log(key[1]) - np.log(16)) + sigma * rng.standard_normal())
+    log_star = np.array([star[key] for key in zip(a, n, r, strict=True)])
+    peak = 0.1 * np.exp(log_star - np.log(d))
     initial = rng.uniform(0.5, 2.0, len(d))
-    final = np.where(ok, initial * 1e-6, initial * 0.3)
+    final = np.where(peak <= 0.1, initial * 1e-6, initial * 0.3)
+    obj = lambda rows: np.array([np.asarray(x, float) for x in rows] + [None], dtype=object)[:-1]
     return {
-        "model.alpha": a, "data.N": n, "model.d_m": d, "train_loss": final,
-        "trace_train_loss": np.array([[i, f] for i, f in zip(initial, final, strict=True)], dtype=object),
+        "model.alpha": a, "data.N": n, "model.d_m": d, "block": np.zeros(len(d), int), "rep": r, "train_loss": final,
+        "trace_train_loss": obj([[i, f] for i, f in zip(initial, final, strict=True)]),
+        "trace_kernel_drift": obj([[0.0, p] for p in peak]),
         "status": np.array(["cap"] * len(d), dtype=object), "train.max_steps": np.full(len(d), 100),
     }  # fmt: skip
 
 
-def test_reached_is_the_loss_ratio_and_never_a_diverged_run():
-    cols = {"train_loss": np.array([1e-4, 1e-2, np.nan, 1e-4]),
-            "trace_train_loss": np.array([[1.0, 0.5], [1.0, 0.1], [1.0, np.nan], [1.0, 1.0]], dtype=object),
-            "status": np.array(["cap", "cap", "diverged", "diverged"], dtype=object)}  # fmt: skip
-    assert width.reached(cols, 1e-3).tolist() == [True, False, False, False]
+def test_lazy_is_the_peak_drift_and_never_a_diverged_run():
+    obj = lambda rows: np.array([np.asarray(x, float) for x in rows] + [None], dtype=object)[:-1]
+    cols = {"train_loss": np.array([1e-4, 1e-4, np.nan, 1e-4]),
+            "trace_train_loss": obj([[1.0, 0.5], [1.0, 0.1], [1.0, np.nan], [1.0, 1.0]]),
+            "trace_kernel_drift": obj([[0.0, 0.05], [0.2, 0.05], [0.0, 0.01], [0.0, np.nan]]),
+            "status": np.array(["cap", "cap", "diverged", "cap"], dtype=object)}  # fmt: skip
+    assert width.lazy(cols, 0.1).tolist() == [True, False, False, False]  # the peak, not the last value
+    assert width.reached(cols, 1e-3).tolist() == [True, True, False, True]  # the final loss column
 
 
-@pytest.mark.parametrize("k", [0.5, 1.5, 3.0])
-def test_power_law_recovers_the_exponent(k):
-    cols = width_cols(k, alphas=(1.0,))
-    cs = phase.columns(cols["data.N"], cols["model.d_m"], width.reached(cols, 1e-3), N_BOOT, seed=0)
-    assert all(c.status == phase.CROSSED for c in cs)
-    law = width.power_law(cs, 3)
-    assert law["k"] == pytest.approx(k, abs=0.3)
-    assert law["ci95"][0] < law["k"] < law["ci95"][1] and law["n_boot_used"] >= 20
-    assert width.power_law(cs, 6)["k"] is None  # fewer crossed columns than asked for: no law
+def test_thresholds_are_interval_censored_per_repeat():
+    cols = width_cols(1.0, alphas=(1.0,), reps=1, Ns=(8,), sigma=0.0, level=np.log(64) + np.log(8 / 16) + 0.1)
+    x, lo, hi = width.thresholds(cols, width.lazy(cols, 0.1), np.ones(len(cols["data.N"]), bool))
+    assert np.exp(lo).round().tolist() == [16] and np.exp(hi).round().tolist() == [32]  # d* ≈ 17.7
+    every = width_cols(1.0, alphas=(1.0,), reps=1, Ns=(8,), level=-5.0)
+    none = width_cols(1.0, alphas=(1.0,), reps=1, Ns=(8,), level=20.0)
+    sel = np.ones(len(D_GRID), bool)
+    assert np.isneginf(width.thresholds(every, width.lazy(every, 0.1), sel)[1]).all()
+    assert np.isposinf(width.thresholds(none, width.lazy(none, 0.1), sel)[2]).all()
 
 
-def test_global_exponent_matches_the_boundary():
-    cols = width_cols(1.0, alphas=(1.0,))
-    g = width.global_exponent(cols["data.N"], cols["model.d_m"], width.reached(cols, 1e-3), N_BOOT, 0)
-    assert g["k"] == pytest.approx(1.0, abs=0.3) and g["ci95"][0] < g["k"] < g["ci95"][1]
+@pytest.mark.parametrize("k", [1.0, 2.0, 3.0])
+def test_the_censored_law_recovers_the_exponent(k):
+    cols = width_cols(k, alphas=(1.0,), reps=6)
+    fit = width.law(cols, width.lazy(cols, 0.1), np.ones(len(cols["data.N"]), bool), 0.95)
+    assert fit["k"] == pytest.approx(k, abs=0.35) and fit["ci"][0] < fit["k"] < fit["ci"][1]
 
 
 def test_width_claims_pass_below_the_bound_and_fail_above_it():
-    spec = WIDTH.spec("cpu", ["n_boot=60"])
-    good = outcomes(WIDTH.analyse(width_cols(0.5), spec))
-    assert good == {"quadratic-a0.5": "pass", "cubic-a0.5": "pass", "quadratic-a1": "pass"}
-    bad = outcomes(WIDTH.analyse(width_cols(3.8, C=0.05, noise=0.1), spec))
-    assert bad == {"quadratic-a0.5": "fail", "cubic-a0.5": "fail", "quadratic-a1": "fail"}
-    mid = outcomes(WIDTH.analyse(width_cols(2.5, C=0.2, noise=0.1), spec))
-    assert mid["quadratic-a1"] == "fail" and mid["cubic-a0.5"] == "pass"
+    spec = WIDTH.spec("cpu")
+    assert outcomes(WIDTH.analyse(width_cols(1.0), spec)) == {
+        "quadratic-a0.5": "pass", "cubic-a0.5": "pass", "exponent-a0.5": "descriptive", "target-width-a0.5": "descriptive",
+        "quadratic-a1": "pass", "exponent-a1": "descriptive", "target-width-a1": "descriptive"}  # fmt: skip
+    cubic = outcomes(WIDTH.analyse(width_cols(3.0, level=np.log(48)), spec))
+    assert cubic["quadratic-a0.5"] == cubic["quadratic-a1"] == "fail" and cubic["cubic-a0.5"] == "pass"
+    quartic = outcomes(WIDTH.analyse(width_cols(4.0, level=np.log(40), reps=6, sigma=0.05), spec))
+    assert quartic["cubic-a0.5"] == "fail"
 
 
-def test_width_claims_are_inconclusive_without_crossings():
-    cols = width_cols(0.5, C=1e4)  # every run fails: all columns above the grid
-    assert set(outcomes(WIDTH.analyse(cols, WIDTH.spec("cpu", ["n_boot=20"]))).values()) == {"inconclusive"}
+def test_width_claims_are_inconclusive_when_no_width_is_lazy():
+    cols = width_cols(1.0, level=30.0)  # every threshold above the grid: k is not bounded
+    got = outcomes(WIDTH.analyse(cols, WIDTH.spec("cpu")))
+    assert {got[c] for c in ("quadratic-a0.5", "cubic-a0.5", "quadratic-a1")} == {"inconclusive"}
 
 
 def test_width_cells_use_the_capped_width_normalised_step():
@@ -83,6 +96,14 @@ def test_width_cells_use_the_capped_width_normalised_step():
     assert {c["model.d_m"]: c["train.lr"] for c in WIDTH.cells(spec)} == {4: 1.0, 16: 1.0, 64: 0.25}
     spec = WIDTH.spec("cpu", ["d_m=4", "N=8", "alpha=1", "step_cap=4", "gamma=2"])
     assert {c["train.lr"] for c in WIDTH.cells(spec)} == {4.0}
+
+
+def test_width_cpu_grid_separates_the_laws_and_meets_the_premise():
+    """d ≥ N, N over a factor 4, widths from below N to N² of the largest N."""
+    spec = WIDTH.spec("cpu")
+    Ns, widths = spec.data["N"], spec.model["d_m"]
+    assert spec.data["d"] >= max(Ns) and max(Ns) / min(Ns) >= 4
+    assert min(widths) < min(Ns) and max(widths) >= max(Ns) ** 2
 
 
 # ---------------------------------------------------------------- limit: synthetic cells
@@ -156,9 +177,10 @@ def _check_run(out, exp, verdict, claim_ids):
 def test_width_smoke(smoke):
     run = smoke(WIDTH.id)  # the session's shared smoke run
     v = run.verdict
-    t = _check_run(run.out, WIDTH, v, ["quadratic-a0.5", "cubic-a0.5", "quadratic-a1"])
-    assert v["cells"] == 16 and len(t) == 16
-    assert set(t["train.lr"]) == {1.0}  # d_m = 2, 8: the width-normalised step capped at γ = 1
+    t = _check_run(run.out, WIDTH, v, ["quadratic-a0.5", "cubic-a0.5", "exponent-a0.5", "target-width-a0.5",
+                                       "quadratic-a1", "exponent-a1", "target-width-a1"])  # fmt: skip
+    assert v["cells"] == 24 and len(t) == 24
+    assert set(t["train.lr"]) == {1.0, 0.5}  # d_m = 2, 8: the width-normalised step capped at γ = 1; 32: 16/32
     assert all(len(x) >= 2 and x[0] > 0 for x in t["trace_train_loss"])
 
 

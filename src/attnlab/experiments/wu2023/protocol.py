@@ -101,7 +101,7 @@ class Spec(dynamics.Spec):
 
 GRID = {"data": {"token_norm": list(TOKEN_NORMS)}, "model": {"alpha": list(ALPHAS)},
         "train": {"reduction": list(REDUCTIONS), "draws": "common"}}  # fmt: skip
-SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16, 32], "alpha": 0.5},
+SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16], "alpha": 0.5},
              train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2)  # fmt: skip
 CPU = dict(model={"d_m": [16, 64, 256, 1024]}, reps=3)
 PAPER = dict(model={"d_m": [16, 64, 256, 1024, 4096]}, reps=5)

@@ -1,52 +1,42 @@
-"""wu2023-width: the smallest width d_m that trains to a loss-ratio target, as a function of N.
+"""wu2023-width: the width at which training becomes lazy, as a function of N.
 
 The paper's Theorem (LeCun/He init): a width d_m quadratic in N suffices for GD to converge
-linearly to zero training loss; a follow-up reads the bound for τ₀ = d_m^−1/2 as cubic. Both are
-*sufficient* widths, so the measurement is a check against them, not a test of their form.
+linearly to zero training loss; a follow-up reads the bound for τ₀ = d_m^−1/2 as cubic. The
+proofs keep the empirical NTK near its initial value along the whole run (the lazy regime), so
+the width they bound is the one at which training becomes lazy. That width is measured here.
 
-Protocol. Grid N (data.N) × d_m (model.d_m) × α (model.alpha: τ₀ = d_m^−α, the paper's 1/2 and
-1) × reps; full-batch GD on ½·mean (f − y)² with the width-normalised step
-γ_eff = step(γ, d_m, step_norm) (:func:`attnlab.experiments.wu2023.step`, why in that package)
-capped at ``step_cap``, for ``train.max_steps`` (800) epochs from the LeCun init. A run
-*reaches the target* when its training loss after the last epoch is ≤ ``target`` (10⁻³) × its
-training loss at step 0 (trace step 0); a diverged run does not.
+Protocol. Grid N (data.N) × d_m (model.d_m) × α (model.alpha: τ₀ = d_m^−α) × reps, with token
+dimension d ≥ max N (the cubic reading's premise d ≥ N) and widths geometric from below the
+smallest N up to at least N² of the largest, so that k = 2 and k = 3 predict lazy widths two
+octaves apart inside the grid. Full-batch GD on ½·mean (f − y)² from the LeCun init with the
+width-normalised step γ_eff = γ·16/d_m (:func:`attnlab.experiments.wu2023.step`) capped at
+``step_cap``, for ``train.max_steps`` epochs; the probe set ``wu2023`` records the relative kernel
+drift ‖K_t − K_0‖_F/‖K_0‖_F on the log schedule.
 
-The step, and why it is capped. γ_eff = γ·16/d_m keeps γ_eff·λ_max(K₀)/N ≈ 0.7 where λ_max(K₀)
-∝ d_m, i.e. from d_m ≈ 8 on at N = 64; below, and at small N, the kernel of a few units
-fluctuates: measured medians (max) of (16/d_m)·λ_max(K₀)/N over 8 draws, α = 1/2, N = 64: 3.8
-(15) at d_m = 1, 2.3 (5.9) at 2, 1.4 (2.7) at 4, 0.9 (1.05) at 8; N = 4: 2.6 (3.4) at d_m = 8, 1.3
-(1.9) at 16. Uncapped, 26 of the 32 runs at d_m ∈ {2, 4} of a first grid diverged (γ_eff = 8, 4
-there), so the lower edge measured the step, not the width; capped at 2, 25 of the 600 runs of
-the cpu grid still diverged, at N ≤ 8. The step is therefore capped at ``step_cap`` = 1 (γ at
-d_ref = 16, the published step): 1 of the 600 diverges (``--set step_cap=100`` lifts the cap).
+A run is *lazy* when it did not diverge and max_t ‖K_t − K_0‖_F/‖K_0‖_F ≤ ``lazy_drift`` (0.1)
+over the logged epochs. It *reaches the target* when its final training loss is ≤ ``target``
+(10⁻³) × its loss at step 0.
 
-The grid, and why it stops at d_m = 64 and N = 64. Under the width-normalised step the lazy
-(large-width) rate γ_eff·λ_min(K)/N does not depend on the width, and it falls with N: the
-widest nets are not faster, and at a fixed budget they fail first as N grows (300 epochs,
-N = 64: median final/initial loss 1.2·10⁻² at d_m = 128 against 3·10⁻⁴ at d_m = 8; at N = 128 no
-width reached 10⁻³ in 600 epochs). The success region is then a band whose upper edge is the
-budget's. The cpu grid (N ≤ 64, d_m ≤ 64, 800 epochs) keeps that edge outside, so each column
-crosses once, from failing small widths to succeeding ones.
+Thresholds, censored. Each repeat (block, rep) of each (α, N) runs every width of the grid; its
+lazy width lies above the largest width at which it is not lazy and at or below the next width
+at which it is: an interval in log d_m. Lazy at every width: below the grid (lo = −∞); lazy at
+none: above it (hi = +∞). Such thresholds are kept, not dropped (dropping them biases the slope
+toward the grid's shape).
 
-Critical width. Per (α, N): P(reach | d_m) = σ(β₀ + β₁ log d_m) fitted to the column's runs,
-d_c = exp(−β₀/β₁) where it crosses ½, percentile-bootstrap interval over the column's runs
-(:func:`attnlab.experiments.li2023.phase.columns` with x = N and d_m in place of N). A column
-whose runs all reach the target, or whose crossing falls below the grid's smallest width, is
-censored "below grid"; none reaching it, or a crossing beyond the largest width, "above grid";
-censored columns are shown, never fitted.
-
-Law of d_c. Per α: log d_c = c + k·log N by least squares over the crossed N values (at least
-``min_columns``); the interval of k is the 2.5–97.5 % range of the same fit applied to the
-columns' bootstrap replicates. Reported beside it: the global logistic fit
-σ(β₀ + β_d log d_m + β_N log N) over every run, whose boundary d_m ∝ N^(−β_N/β_d) uses the
-censored columns too.
+Law of the lazy width. Per α: log d_lazy = a + k·log N + ε, ε ~ N(0, σ²), fitted by maximum
+likelihood to the interval-censored thresholds (:func:`attnlab.theory.censored_line`, σ at
+least a quarter of the grid's log step), k's 95 % interval from the profile likelihood.
 
 Claims, fixed before any run (per α):
-  quadratic-a<α>   the measured requirement is within the quadratic sufficient bound: the 95 %
-                   interval of k lies below ``k_quadratic`` (2) → pass; above it → fail (the
-                   requirement grows faster than the bound allows); else inconclusive
-  cubic-a0.5       (τ₀ = d_m^−1/2 only) the same against ``k_cubic`` (3)
-Fewer than ``min_columns`` crossed N values: inconclusive (no law to fit).
+  quadratic-a<α>   the width at which training becomes lazy grows no faster than the quadratic
+                   sufficient width: pass when the 95 % interval of k lies below
+                   k_quadratic + ``k_split`` (2.5, midway to the cubic law), fail when it lies
+                   above it, else inconclusive. H1 k = 2, H0 k = 3.
+  cubic-a0.5       (τ₀ = d_m^−1/2 only) the same against the cubic reading: below 3.5. H1 k = 3,
+                   H0 k = 4.
+Descriptive (reported, not judged): k itself with its interval (which of the laws N, N², N³ the
+interval excludes), and the exponent of the width that reaches the loss target in the budget
+(an epoch budget is part of that definition; the theorem has none).
 """
 
 from __future__ import annotations
@@ -61,8 +51,7 @@ from pydantic import Field, PositiveFloat
 from attnlab import plots, rules, theory
 from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
-from attnlab.experiments.li2023 import phase
-from attnlab.experiments.li2023.phase import CROSSED
+from attnlab.experiments.wu2023.analysis import trace
 from attnlab.experiments.wu2023.audit import width_design
 
 
@@ -70,18 +59,16 @@ class Spec(ExperimentSpec):
     gamma: PositiveFloat = Field(1.0, description="step γ; the step used is step(γ, d_m, step_norm)")
     step_norm: Literal["width", "none"] = Field("width", description="width: γ·16/d_m; none: γ at every width")
     step_cap: PositiveFloat | None = Field(
-        1.0,
-        description="largest step used (None: no cap): the width-normalised step assumes λ_max(K₀) ∝ d_m, "
-        "which fails below d_m ≈ 8 and at small N (see the module docstring)",
-    )
+        1.0, description="largest step used (None: no cap): the width-normalised step assumes λ_max(K₀) ∝ d_m, "
+        "which fails for a few units")  # fmt: skip
+    lazy_drift: PositiveFloat = Field(0.1, description="lazy: max over t of ‖K_t − K_0‖_F/‖K_0‖_F ≤ this")
     target: float = Field(1e-3, gt=0, lt=1, description="reach: final training loss ≤ target × initial training loss")
-    n_boot: int = Field(300, ge=20, description="bootstrap resamples for intervals")
-    min_columns: int = Field(3, ge=2, description="crossed N values needed to fit d_c ∝ N^k")
     k_quadratic: PositiveFloat = Field(2.0, description="exponent of the quadratic sufficient width d_m ∝ N²")
     k_cubic: PositiveFloat = Field(3.0, description="exponent of the cubic reading for τ₀ = d_m^−1/2")
-
-
-# ---------------------------------------------------------------- analysis helpers
+    k_split: PositiveFloat = Field(
+        0.5, description="a bound's claim passes when k's interval lies below bound + k_split (midway to the "
+        "next integer law) and fails above it")  # fmt: skip
+    level: float = Field(0.95, gt=0, lt=1, description="confidence level of k's profile-likelihood interval")
 
 
 def lr(spec: Spec, d_m: int) -> float:
@@ -90,99 +77,109 @@ def lr(spec: Spec, d_m: int) -> float:
     return g if spec.step_cap is None else min(g, spec.step_cap)
 
 
+def finished(cols: dict) -> np.ndarray:
+    """Runs that did not diverge and have finite losses at both ends."""
+    L = trace(cols, "train_loss")
+    return (cols["status"] != "diverged") & np.isfinite(L[:, 0]) & np.isfinite(cols["train_loss"].astype(float))
+
+
+def lazy(cols: dict, tol: float) -> np.ndarray:
+    """Per run: not diverged and the relative kernel drift stays ≤ tol at every logged epoch."""
+    drift = trace(cols, "kernel_drift")
+    peak = np.where(np.isfinite(drift).all(1), drift.max(1), np.inf)
+    return finished(cols) & (peak <= tol)
+
+
 def reached(cols: dict, target: float) -> np.ndarray:
-    """Per run: the final training loss is finite and ≤ target × the training loss at step 0
-    (the first entry of the train_loss trace); diverged runs never reach it."""
-    final = cols["train_loss"].astype(float)
-    initial = np.array([float(t[0]) for t in cols["trace_train_loss"]])
-    ok = np.isfinite(final) & np.isfinite(initial) & (cols["status"] != "diverged")
-    return ok & (final <= target * initial)
+    """Per run: the final training loss is ≤ target × the training loss at step 0."""
+    initial = trace(cols, "train_loss")[:, 0]
+    return finished(cols) & (cols["train_loss"].astype(float) <= target * initial)
 
 
-def power_law(cs: list[phase.Column], min_columns: int) -> dict:
-    """k and c of log d_c = c + k·log N over the crossed columns (x = N); interval of k from the
-    columns' bootstrap replicates (rows where every crossed column has a finite replicate)."""
-    use = [c for c in cs if c.status == CROSSED]
-    out = {"n_columns": len(use), "N": [int(c.x) for c in use], "k": None, "c": None, "ci95": [None, None],
-           "n_boot_used": 0}  # fmt: skip
-    if len(use) < max(min_columns, 2):
-        return out
-    logN = np.log([c.x for c in use])
-    k, c = np.polyfit(logN, np.log([c.value for c in use]), 1)
-    B = np.stack([c_.boots for c_ in use], 1)
-    B = B[np.all(np.isfinite(B) & (B > 0), 1)]
-    ks = np.array([np.polyfit(logN, np.log(row), 1)[0] for row in B]) if len(B) >= 20 else np.array([])
-    lo, hi = np.percentile(ks, [2.5, 97.5]) if len(ks) else (np.nan, np.nan)
-    return out | {"k": rounded(k), "c": rounded(c), "ci95": [rounded(lo), rounded(hi)], "n_boot_used": int(len(ks))}
+def thresholds(cols: dict, ok: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log N, lo, hi) of one threshold per repeat (N, block, rep) among ``sel``: lo = log of the
+    largest width without ``ok``, hi = log of the next width with it (−∞ / +∞ when every / no
+    width has it)."""
+    x, lo, hi = [], [], []
+    keys = np.column_stack([cols["data.N"], cols["block"], cols["rep"]]).astype(int)
+    for key in np.unique(keys[sel], axis=0):
+        s = sel & np.all(keys == key, 1)
+        d = np.log(cols["model.d_m"][s].astype(float))
+        o = ok[s][np.argsort(d)]
+        d = np.sort(d)
+        bad = np.flatnonzero(~o)
+        if len(bad) == 0:
+            lo_, hi_ = -np.inf, d[0]
+        else:
+            above = np.flatnonzero(o[bad[-1] + 1:])
+            lo_, hi_ = d[bad[-1]], (d[bad[-1] + 1 + above[0]] if len(above) else np.inf)
+        x.append(np.log(key[0]))
+        lo.append(lo_)
+        hi.append(hi_)
+    return np.array(x), np.array(lo), np.array(hi)
 
 
-def global_exponent(N: np.ndarray, d_m: np.ndarray, success: np.ndarray, n_boot: int, seed: int) -> dict | None:
-    """k of the boundary of σ(β₀ + β_d log d_m + β_N log N) over every run: d_m ∝ N^k,
-    k = −β_N/β_d, with a bootstrap interval over runs (None without both outcomes)."""
-    s = success.astype(float)
-    if s.all() or not s.any() or len(np.unique(N)) < 2:
-        return None
-    fit = theory.free_exponent(np.log(d_m.astype(float)), np.log(N.astype(float)), s, n_boot=n_boot, seed=seed,
-                               restricted=(-2.0, -3.0))  # fmt: skip
-    p = fit.p  # p of d_m·N^p = C, so k = −p
-    return {"k": rounded(-p.value), "ci95": [rounded(-p.hi), rounded(-p.lo)],
-            "p_value_k2": fit.as_dict()["p_value"]["p=-2"], "p_value_k3": fit.as_dict()["p_value"]["p=-3"]}  # fmt: skip
+def law(cols: dict, ok: np.ndarray, sel: np.ndarray, level: float) -> dict:
+    """The censored line log d = a + k·log N through the thresholds of ``ok``, with per-N summaries."""
+    x, lo, hi = thresholds(cols, ok, sel)
+    widths = np.log(np.unique(cols["model.d_m"][sel].astype(float)))
+    fit = theory.censored_line(x, lo, hi, sigma_min=float(np.diff(widths).min()) / 4, level=level)
+    per_N = {}
+    for v in np.unique(x):
+        s = x == v
+        per_N[f"N={np.exp(v):.0f}"] = {"below grid": int(np.isneginf(lo[s]).sum()),
+                                       "above grid": int(np.isposinf(hi[s]).sum()),
+                                       "median width (interval ends)": [rounded(float(np.exp(np.median(lo[s]))), 4),
+                                                                        rounded(float(np.exp(np.median(hi[s]))), 4)]}  # fmt: skip
+    out = {"k": rounded(fit.b, 4), "ci": [rounded(v, 4) for v in fit.b_ci], "level": level,
+           "log d at log N = 0": rounded(fit.a, 4), "sigma": rounded(fit.sigma, 4), "thresholds": len(x),
+           "censored": {"below grid": fit.left, "above grid": fit.right, "interval": fit.interval}, "per N": per_N}  # fmt: skip
+    out["excludes"] = {f"N^{p}": bool(np.isfinite(fit.b) and not fit.b_ci[0] <= p <= fit.b_ci[1]) for p in (1, 2, 3)}
+    return out
 
 
-def bound_verdict(law: dict, bound: float, name: str) -> rules.Verdict:
-    """Measured requirement within the sufficient bound d_m ∝ N^bound: the interval of k lies
-    below ``bound`` (pass); above it (fail); else inconclusive."""
-    rule = f"95 % interval of k (d_c ∝ N^k) lies below {bound:g} ({name} bound); fail if it lies above {bound:g}"
-    m = {"k": law.get("k"), "ci95": law.get("ci95"), "crossed_N": law.get("N"), "bound": bound}
-    if law.get("k") is None:
-        return rules.Verdict(
-            rules.INCONCLUSIVE, m, rule, f"{law.get('n_columns', 0)} crossed N value(s): no law fitted"
-        )
-    lo, hi = (np.nan if v is None else v for v in law["ci95"])
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return rules.Verdict(rules.INCONCLUSIVE, m, rule, "no bootstrap interval")
-    outcome = rules.PASS if hi < bound else rules.FAIL if lo > bound else rules.INCONCLUSIVE
-    return rules.Verdict(outcome, m, rule, "" if outcome != rules.INCONCLUSIVE else f"interval straddles {bound:g}")
+def bound_verdict(fit: dict, bound: float, split: float, name: str) -> rules.Verdict:
+    """k's interval below bound + split: pass; above it: fail; else inconclusive."""
+    cut = bound + split
+    rule = (f"{fit['level']:.0%} interval of k (d_lazy ∝ N^k, censored fit) lies below {cut:g} ({name} bound "
+            f"N^{bound:g}, midway to the next law): pass; above {cut:g}: fail")  # fmt: skip
+    m = {"k": fit["k"], "ci": fit["ci"], "thresholds": fit["thresholds"], "censored": fit["censored"], "cut": cut}
+    lo, hi = fit["ci"]
+    if fit["k"] is None or lo is None or hi is None:
+        return rules.Verdict(rules.INCONCLUSIVE, m, rule, "no line through the thresholds")
+    outcome = rules.PASS if hi < cut else rules.FAIL if lo > cut else rules.INCONCLUSIVE
+    return rules.Verdict(outcome, m, rule, "" if outcome != rules.INCONCLUSIVE else f"interval straddles {cut:g}")
 
 
-def _alpha_label(a: float) -> str:
+def _tag(a: float) -> str:
     return "a1" if a == 1 else f"a{a:g}"
 
 
 # ---------------------------------------------------------------- the experiment
 
 
-N_CPU = [4, 8, 16, 32, 64]
-D_M_CPU = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64]
+N_CPU = [4, 8, 16, 32]
+D_M_CPU = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
 
 class Width(Experiment):
     id = "wu2023-width"
-    title = "Wu et al. 2023: the smallest width that trains to zero loss, as a function of N"
+    title = "Wu et al. 2023: the width at which training becomes lazy, as a function of N"
     description = __doc__
     Spec = Spec
     audit = width_design()
     scales = {
-        "smoke": dict(
-            data={"N": [4, 8], "n_test": 4},
-            model={"d_m": [2, 8], "alpha": [0.5, 1.0]},
-            train={"max_steps": 30, "log_every": 10},
-            reps=2,
-            n_boot=20,
-            min_columns=2,
-        ),  # fmt: skip
-        "cpu": dict(data={"N": N_CPU}, model={"d_m": D_M_CPU, "alpha": [0.5, 1.0]}, reps=6),
-        # not run: N = 128 needs a budget of several thousand epochs at every width (see above)
-        "paper": dict(
-            data={"N": [4, 8, 16, 32, 64, 128]},
-            model={"d_m": [*D_M_CPU, 128], "alpha": [0.5, 1.0]},
-            train={"max_steps": 4000},
-            reps=12,
-        ),  # fmt: skip
+        "smoke": dict(data={"N": [4, 8], "d": 8, "n_test": 4}, model={"d_m": [2, 8, 32], "alpha": [0.5, 1.0]},
+                      train={"max_steps": 30, "log_every": 10}, reps=2),  # fmt: skip
+        "cpu": dict(data={"N": N_CPU, "d": 32}, model={"d_m": D_M_CPU, "alpha": [0.5, 1.0]}, reps=4),
+        "paper": dict(data={"N": [8, 16, 32, 64], "d": 64}, model={"d_m": [*D_M_CPU, 2048, 4096], "alpha": [0.5, 1.0]},
+                      reps=8),  # fmt: skip
     }
     assumptions = common.ASSUMPTIONS + (
-        "Reaching the target: training loss after train.max_steps epochs ≤ target (10⁻³) × the loss at step 0; the "
-        "epoch budget is part of the definition (the theorem is about linear convergence without a budget).",
+        "Token dimension d = 32 ≥ max N at cpu scale (64 at paper scale): the cubic reading's premise d ≥ N.",
+        "Lazy: the relative kernel drift ‖K_t − K_0‖_F/‖K_0‖_F ≤ lazy_drift (0.1) at every logged epoch of a run "
+        "of train.max_steps epochs; the proofs' regime is kernel drift → 0, so the tolerance sets the level of the "
+        "lazy width, not its growth with N.",
         "Gaussian targets independent of X (the hardest to fit); the test set is not used.",
     )
 
@@ -190,94 +187,81 @@ class Width(Experiment):
         return merge(common.DEFAULTS, {
             "data": {"n_test": 10},
             "model": {"init": "lecun"},
-            "train": {"max_steps": 800, "log_every": 50},
+            "train": {"max_steps": 1000, "log_every": 50, "probes": "wu2023"},
         })  # fmt: skip
 
     def cells(self, spec, run=None) -> list[dict]:
         return [c | {"train.lr": lr(spec, c["model.d_m"])} for c in expand(spec)]
 
     def analyse(self, cols, spec: Spec) -> Analysis:
-        success = reached(cols, spec.target)
+        is_lazy, reach = lazy(cols, spec.lazy_drift), reached(cols, spec.target)
         alpha = cols["model.alpha"].astype(float)
-        N, d_m = cols["data.N"].astype(int), cols["model.d_m"].astype(int)
-        summary: dict = {"runs": len(success), "reached target": rounded(success.mean(), 4),
+        summary: dict = {"runs": len(alpha), "lazy": rounded(is_lazy.mean(), 4), "reached target": rounded(reach.mean(), 4),
                          "diverged runs": int(np.sum(cols["status"] == "diverged")),
-                         "epochs": int(cols["train.max_steps"][0]), "target ratio": spec.target}  # fmt: skip
+                         "epochs": int(cols["train.max_steps"][0]), "lazy drift": spec.lazy_drift}  # fmt: skip
         claims = []
         for a in np.unique(alpha):
             s = alpha == a
-            cs = phase.columns(N[s], d_m[s], success[s], spec.n_boot, spec.seed)
-            law = power_law(cs, spec.min_columns)
-            tag = _alpha_label(a)
-            summary[f"α = {a:g}"] = {
-                "columns (x = N, N_c = d_c)": [c.as_dict() for c in cs],
-                "power law d_c ∝ N^k": law,
-                "global logistic boundary": global_exponent(N[s], d_m[s], success[s], spec.n_boot, spec.seed),
-                "median final/initial loss per (N, d_m)": _ratio_table(cols, s),
-            }
-            claims.append(
-                Claim.of(
-                    f"quadratic-{tag}",
-                    f"τ₀ = d_m^−{a:g}: the width needed grows no faster than the quadratic sufficient "
-                    f"width (d_c ∝ N^k with k < {spec.k_quadratic:g})",
-                    bound_verdict(law, spec.k_quadratic, "quadratic"),
-                )
-            )
+            lazy_law, reach_law = law(cols, is_lazy, s, spec.level), law(cols, reach, s, spec.level)
+            summary[f"α = {a:g}"] = {"lazy width d_lazy ∝ N^k": lazy_law, "loss-target width ∝ N^k": reach_law,
+                                     "median peak kernel drift per (N, d_m)": _peak_table(cols, s)}  # fmt: skip
+            tag = _tag(a)
+            claims.append(Claim.of(
+                f"quadratic-{tag}", f"τ₀ = d_m^−{a:g}: the width at which training becomes lazy grows no faster "
+                f"than the quadratic sufficient width (d_lazy ∝ N^k, k < {spec.k_quadratic + spec.k_split:g})",
+                bound_verdict(lazy_law, spec.k_quadratic, spec.k_split, "quadratic")))  # fmt: skip
             if a == 0.5:
                 claims.append(Claim.of(
-                    f"cubic-{tag}", f"τ₀ = d_m^−1/2: the width needed grows no faster than the cubic reading "
-                    f"(k < {spec.k_cubic:g})", bound_verdict(law, spec.k_cubic, "cubic")))  # fmt: skip
+                    f"cubic-{tag}", f"τ₀ = d_m^−1/2: the lazy width grows no faster than the cubic reading "
+                    f"(k < {spec.k_cubic + spec.k_split:g})", bound_verdict(lazy_law, spec.k_cubic, spec.k_split, "cubic")))  # fmt: skip
+            claims.append(Claim.of(
+                f"exponent-{tag}", f"τ₀ = d_m^−{a:g}: the exponent k of the lazy width d_lazy ∝ N^k",
+                _descriptive(lazy_law, "reported with its interval and the laws N, N², N³ it excludes")))  # fmt: skip
+            claims.append(Claim.of(
+                f"target-width-{tag}", f"τ₀ = d_m^−{a:g}: the exponent of the width reaching the loss target in "
+                "the epoch budget", _descriptive(reach_law, "the loss-target width depends on the epoch budget")))  # fmt: skip
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
-        success = reached(cols, spec.target).astype(float)
         alpha = cols["model.alpha"].astype(float)
         alphas = np.unique(alpha)
+        drift = trace(cols, "kernel_drift").max(1)
         fig, axes = plt.subplots(1, len(alphas), figsize=(5.2 * len(alphas), 4), constrained_layout=True, squeeze=False)
         for ax, a in zip(axes[0], alphas, strict=True):
             s = alpha == a
-            xs, ys, Z = plots.grid_mean(cols["data.N"][s].astype(float), cols["model.d_m"][s].astype(float), success[s])
-            m = ax.pcolormesh(plots.edges(xs, log=True), plots.edges(ys, log=True), Z, cmap="gray", vmin=0, vmax=1)
-            info = analysis.summary[f"α = {a:g}"]
-            crossed = [c for c in info["columns (x = N, N_c = d_c)"] if c["status"] == CROSSED]
-            if crossed:
-                n = np.array([c["x"] for c in crossed])
-                dc = np.array([c["N_c"] for c in crossed])
-                err = np.array([[v - (c["ci95"][0] or v), (c["ci95"][1] or v) - v] for c, v in zip(crossed, dc,
-                                strict=True)]).T  # fmt: skip
-                ax.errorbar(n, dc, yerr=err, fmt="o", color="tab:red", ms=4, capsize=2, label="d_c (reach ½), 95 % CI")
-            law = info["power law d_c ∝ N^k"]
-            nl = np.geomspace(xs[0], xs[-1], 50)
-            if law["k"] is not None:
-                lo, hi = law["ci95"]
-                ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
-                ax.plot(nl, np.exp(law["c"]) * nl ** law["k"], "-", color="orange", lw=1.5,
-                        label=f"fit d_c ∝ N^{law['k']:.2f}{ci}")  # fmt: skip
-                anchor = (n[0], dc[0])
-                ax.plot(nl, anchor[1] * (nl / anchor[0]) ** spec.k_quadratic, ":", color="tab:cyan", lw=1.2,
-                        label=f"N^{spec.k_quadratic:g} (quadratic bound's growth)")  # fmt: skip
-            for f in (ax.set_xscale, ax.set_yscale):
-                f("log")
-            ax.set_xticks(xs, [f"{x:g}" for x in xs])
-            ax.set_yticks(ys, [f"{y:g}" for y in ys])
-            ax.minorticks_off()
-            ax.set_ylim(plots.edges(ys, log=True)[[0, -1]])
-            ax.set_xlabel("training samples N")
-            ax.set_ylabel("width d_m")
-            ax.set_title(f"τ₀ = d_m^−{a:g}: share reaching loss ≤ {spec.target:g}·initial (white = all)")
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7, loc="lower right")
-        fig.colorbar(m, ax=axes[0, -1], label="share of runs reaching the target")
-        return plots.save(fig, out, "width_vs_N")
+            Ns = np.unique(cols["data.N"][s])
+            colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(Ns)))
+            fit = analysis.summary[f"α = {a:g}"]["lazy width d_lazy ∝ N^k"]
+            for n, c in zip(Ns, colors, strict=True):
+                sn = s & (cols["data.N"] == n)
+                d = np.unique(cols["model.d_m"][sn])
+                med = [np.nanmedian(drift[sn & (cols["model.d_m"] == v)]) for v in d]
+                ax.plot(d, med, "o-", color=c, ms=3, label=f"N = {n}")
+                if fit["k"] is not None:
+                    ax.axvline(np.exp(fit["log d at log N = 0"]) * n ** fit["k"], color=c, ls=":", lw=1)
+            ax.axhline(spec.lazy_drift, color="k", lw=0.8, ls="--", label=f"lazy: drift ≤ {spec.lazy_drift:g}")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            k = f"k = {fit['k']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]" if fit["k"] is not None else "no fit"
+            ax.set_title(f"τ₀ = d_m^−{a:g}: fitted lazy width (dotted) ∝ N^k, {k}", fontsize=9)
+            ax.set_xlabel("width d_m")
+            ax.set_ylabel("max over t of ‖K_t − K₀‖/‖K₀‖ (median over repeats)")
+            ax.legend(fontsize=7, loc="lower left")
+        return plots.save(fig, out, "lazy_width_vs_N")
 
 
-def _ratio_table(cols: dict, sel: np.ndarray) -> dict:
-    """Median over reps of final / initial training loss, keyed "N=…, d_m=…"."""
-    ratio = cols["train_loss"].astype(float) / np.array([float(t[0]) for t in cols["trace_train_loss"]])
+def _descriptive(fit: dict, why: str) -> rules.Verdict:
+    m = {"k": fit["k"], "ci": fit["ci"], "excludes": fit["excludes"], "censored": fit["censored"]}
+    return rules.Verdict(rules.DESCRIPTIVE, m, "censored maximum-likelihood line through the thresholds", why)
+
+
+def _peak_table(cols: dict, sel: np.ndarray) -> dict:
+    """Median over repeats of the peak relative kernel drift, keyed "N=…, d_m=…"."""
+    peak = trace(cols, "kernel_drift").max(1)
     out = {}
     for n in np.unique(cols["data.N"][sel]):
         for d in np.unique(cols["model.d_m"][sel]):
-            r = ratio[sel & (cols["data.N"] == n) & (cols["model.d_m"] == d)]
+            r = peak[sel & (cols["data.N"] == n) & (cols["model.d_m"] == d)]
             out[f"N={int(n)}, d_m={int(d)}"] = float(f"{np.nanmedian(r):.3g}") if np.isfinite(r).any() else None
     return out
 
