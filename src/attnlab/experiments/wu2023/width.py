@@ -237,12 +237,13 @@ class Width(Experiment):
                 d = np.unique(cols["model.d_m"][sn])
                 med = [np.nanmedian(drift[sn & (cols["model.d_m"] == v)]) for v in d]
                 ax.plot(d, med, "o-", color=c, ms=3, label=f"N = {n}")
-                if fit["k"] is not None:
+                if fit["k"] is not None and fit["log d at log N = 0"] is not None:
                     ax.axvline(np.exp(fit["log d at log N = 0"]) * n ** fit["k"], color=c, ls=":", lw=1)
             ax.axhline(spec.lazy_drift, color="k", lw=0.8, ls="--", label=f"lazy: drift ≤ {spec.lazy_drift:g}")
             ax.set_xscale("log")
             ax.set_yscale("log")
-            k = f"k = {fit['k']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]" if fit["k"] is not None else "no fit"
+            ends = ", ".join("±∞" if v is None else f"{v:.2f}" for v in fit["ci"])
+            k = f"k = {fit['k']:.2f} [{ends}]" if fit["k"] is not None else "no fit"
             ax.set_title(f"τ₀ = d_m^−{a:g}: fitted lazy width (dotted) ∝ N^k, {k}", fontsize=9)
             ax.set_xlabel("width d_m")
             ax.set_ylabel("max over t of ‖K_t − K₀‖/‖K₀‖ (median over repeats)")
