@@ -22,9 +22,10 @@ def outcomes(analysis):
 # ---------------------------------------------------------------- width: synthetic runs
 
 D_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+LOG_64 = float(np.log(64))
 
 
-def width_cols(k, level=np.log(64), Ns=(8, 16, 32), reps=4, sigma=0.15, alphas=(0.5, 1.0), seed=0):
+def width_cols(k, level=LOG_64, Ns=(8, 16, 32), reps=4, sigma=0.15, alphas=(0.5, 1.0), seed=0):
     """Columns of a width grid: each repeat has a lazy width log d* = level + k·(log N − log 16) + σ·ε;
     a run's peak kernel drift is 0.1·d*/d_m (lazy iff d_m ≥ d*); lazy runs reach the loss target."""
     rng = np.random.default_rng(seed)
