@@ -5,10 +5,10 @@ Every simulator starts from the cells of the design (grid points × seed blocks 
 ``compare`` variants and the calibration stage of ``wu2023-init``), keeps their columns, and adds
 the measured ones. Effect sizes are the hypotheses'; the nuisance levels (kernel scales, rates,
 scatter) are ``noise``: defaults measured on cpu-scale runs (fig1, init, width, ntk-limit,
-data-gram) or read off the one a module docstring reports (fig9, vit-mnist), said per design;
+data-gram) or read off the one a module docstring reports (fig9, encoder-mnist), said per design;
 ``plug_in`` reads them from a stored run where it can.
 
-Trained runs (``wu2023-fig1``, ``-fig9``, ``-init``, ``-vit-mnist``): the linearised GD dynamics
+Trained runs (``wu2023-fig1``, ``-fig9``, ``-init``, ``-encoder-mnist``): the linearised GD dynamics
 of the package docstring, r_{t+1} = (I − γ_eff K₀/N) r_t, the initial loss split between the top
 eigen-direction of K₀ (share w, ratio r = γ_eff λ_max(K₀)/N) and the slowest (u = γ_eff
 λ_min(K₀)/N); under a stability bound θ (2 for ½·mean (f − y)²) the step acts as 2/θ times it:
@@ -20,7 +20,7 @@ eigen-direction of K₀ (share w, ratio r = γ_eff λ_max(K₀)/N) and the slowe
 on the cells' own logged epochs; each decrement of log L_t between logged epochs is × a log-normal
 factor (the wiggle about the law, keeping GD's descent monotone). A run with θ ≤ r < 3θ catapults
 (the spike saturates, then the top mode is gone after 10 epochs: Lewkowycz et al. 2020; the He runs
-at ratios 2.1 … 5.6 of wu2023-init and -vit-mnist trained), r ≥ 3θ diverges (NaN, status
+at ratios 2.1 … 5.6 of wu2023-init and -encoder-mnist trained), r ≥ 3θ diverges (NaN, status
 ``diverged``). Drifts at T: D·(d_m/16)^slope × log-normal scatter, rising as 1 − e^{−t/50}; logit
 std and attention TV constant in t. λ_min(K₀) under LeCun/He follows the theorem's ∝ d_m in its
 regime d_m ≥ N and stays at the other blocks' O(1) level below N, where the w_O block (rank ≤ d_m)
@@ -198,6 +198,7 @@ def runs(world: dict, noise: dict, cols: dict, r, u, drift_K, drift_W, logit, tv
     const = lambda v: np.broadcast_to(np.asarray(v, float)[:, None], (n, len(t)))
     out = {"trace_step": np.broadcast_to(t, (n, len(t))), "trace_train_loss": L,
            "trace_lambda_max": const(r / g), "trace_lambda_min": const(u / g),
+           "trace_lambda_min_w_O": const(u / g),
            "trace_kernel_drift": KD, "trace_weight_drift": WD, "trace_logit_std": const(logit),
            "trace_attn_tv": const(tv), "train_loss": L[:, -1],
            "status": np.where(diverged, "diverged", "cap")}  # fmt: skip
@@ -345,10 +346,10 @@ def init_design(cells) -> Design:
     )
 
 
-# ---------------------------------------------------------------- vit-mnist
+# ---------------------------------------------------------------- encoder-mnist
 
 
-# λ_max(K₀)/N and λ_min(K₀)/N at d_m = 16, per (init, α), read off the vit-mnist docstring's cpu run
+# λ_max(K₀)/N and λ_min(K₀)/N at d_m = 16, per (init, α), read off the encoder-mnist docstring's cpu run
 # and pilot (γ = 0.5: ratio ≈ 1.25 for LeCun at α = 1/2, ≈ 0.07 at d_m = 256 under α = 1; L_T/L_0 gives u)
 MNIST_LMAX = {("lecun", 0.5): 2.5, ("he", 0.5): 2.5 * HE, ("lecun", 1.0): 0.32, ("he", 1.0): 0.32 * HE}
 MNIST_LMIN = {("lecun", 0.5): 0.014, ("he", 0.5): 0.014 * HE, ("lecun", 1.0): 0.0093, ("he", 1.0): 0.0118}
@@ -423,7 +424,7 @@ def mnist_design() -> Design:
         simulate=simulate_mnist,
         claims=claims,
         noise=MNIST_NOISE,
-        noise_source="default: the cpu-scale run and pilot reported in the vit-mnist docstring (ratios, L_T/L_0, "
+        noise_source="default: the cpu-scale run and pilot reported in the encoder-mnist docstring (ratios, L_T/L_0, "
         "drift and logit slope intervals over 3 … 9 repeats, attention TV 0.42 vs 0.019 at d_m = 256)",
     )
 

@@ -29,7 +29,7 @@ Protocol. No training: a cell is a subset of N training images drawn with its ow
 key and writes its eigenvalues into results.parquet, one row per cell, so a rerun resumes like
 any grid. Grid: N (``data.N``) × patch p (``data.patch``: d = p², d_s = (28/p)²) × ``reps``
 independent subsets. MNIST 3 vs 8, pixels standardised over the pair's training images (the
-data of ``wu2023-vit-mnist``).
+data of ``wu2023-encoder-mnist``).
 
 Claims (thresholds are Spec fields; intervals 95 %). The reference is the same Gram of i.i.d.
 N(0, 1) tokens of the cell's shape (N, d_s, d): ρ_gauss, the geometric mean of 4 draws (seed (0, N, p),
@@ -193,7 +193,7 @@ class DataGram(Experiment):
     assumptions = (
         "The sheet does not name the Gram matrix of the paper's data assumption: two are measured, the flattened "
         "inputs' Φ Φᵀ and the ReLU (arc-cosine κ₁) kernel of the mean tokens, the limiting NTK under τ₀ = d_m^−1.",
-        "MNIST 3 vs 8 (the wu2023-vit-mnist data), pixels standardised with the pair's training mean and std; each "
+        "MNIST 3 vs 8 (the wu2023-encoder-mnist data), pixels standardised with the pair's training mean and std; each "
         "cell is an independent subset of N training images (classes alternating), drawn with its key.",
         "ρ = λ_min/λ̄ (λ̄ = tr/N) makes the check scale-free; the floor 10⁻³ and the slope tolerance 0.1 are "
         "choices stated before the run, not values from the paper.",

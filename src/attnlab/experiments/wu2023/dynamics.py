@@ -194,7 +194,7 @@ class Spec(ExperimentSpec):
 
 class InitSpec(Spec):
     c: PositiveFloat = Field(1.0, description="γ·λ_max(K₀)/N of the 'ratio' comparison (stable below 2)")
-    slope_from: PositiveInt | None = Field(None, description="smallest width of the λ_min(K₀) slope fit (None: N)")
+    slope_from: PositiveInt | None = Field(None, description="smallest width of the λ_min(K₀^{w_O}) slope fit (None: 10·N)")
     lmin_margin: tuple[float, float] = Field((0.7, 1.3), description="margin of the λ_min slope under lecun and he")
     flat_margin: tuple[float, float] = Field((-0.3, 0.3), description="margin of the λ_min slope under ntk")
 
@@ -343,8 +343,8 @@ FIG9 = Dynamics("wu2023-fig9", 1.0, "Wu et al. 2023, Fig. 9: training dynamics, 
 
 INIT_SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16], "init": list(INITS)},
                   train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2)  # fmt: skip
-INIT_CPU = dict(model={"d_m": [128, 256, 512, 1024], "init": list(INITS)}, train={"max_steps": 100, "log_every": 10}, reps=3)
-INIT_PAPER = dict(model={"d_m": [128, 256, 512, 1024, 2048, 4096], "init": list(INITS)}, reps=5)
+INIT_CPU = dict(model={"d_m": [128, 256, 512, 1024, 2048, 4096], "init": list(INITS)}, train={"max_steps": 100, "log_every": 10}, reps=3)
+INIT_PAPER = dict(model={"d_m": [128, 256, 512, 1024, 2048, 4096, 8192], "init": list(INITS)}, reps=5)
 
 
 SPEED_GAMMA_WHY = (
@@ -352,6 +352,10 @@ SPEED_GAMMA_WHY = (
     "multipliers), which alone makes them faster whether or not λ_min(K₀) grows ∝ d_m (the audit's H0, a constant "
     "factor only, passed the sign test 1.0), so the direction is reported, not judged; the width law is judged by "
     "lmin-*; a decidable form would test the paired gap's growth with d_m (pairs over width, block, rep)")
+SPEED_RATIO_WHY = (
+    "at one γ·λ_max(K₀)/N the comparison is one of conditioning, λ_min/λ_max(K₀), on which the theory makes no "
+    "prediction (it has no H1 to test: the audit, with an assumed size, gave the rule power 0.01), so the paired "
+    "direction (pairs over width, block, rep) is reported as a measurement")
 
 
 def calibrate(cols) -> dict[tuple[str, int], float]:
@@ -405,16 +409,19 @@ class InitComparison(Experiment):
         with np.errstate(divide="ignore", invalid="ignore"):
             speed = np.log(r["loss_T"] / r["loss_0"])  # log(L_T/L_0): more negative = faster
         N = int(np.max(cols["data.N"]))
-        w_min = spec.slope_from or N
+        w_min = spec.slope_from or 10 * N
         rep = repeat_ids(cols, ("compare", "block", "rep"))
-        claims, slopes = lmin_claims(width, init, r["lambda_min_0"], rep, w_min, spec.lmin_margin, spec.flat_margin)
+        claims, slopes = lmin_claims(width, init, r["lambda_min_w_O_0"], rep, w_min, spec.lmin_margin,
+                                     spec.flat_margin)  # fmt: skip
+        total = {name: slope_estimate(width[s], r["lambda_min_0"][s], rep[s])
+                 for name in INITS if (s := (init == name) & (width >= N)).any()}  # fmt: skip
         per = {c: speed_verdict(cols, speed, spec.level, where=cmp == c) for c in ("gamma", "ratio")}
-        g = per["gamma"]
-        g = rules.Verdict(rules.DESCRIPTIVE, g.measured | {"sign_test": g.outcome}, g.rule, SPEED_GAMMA_WHY)
+        for c, why in (("gamma", SPEED_GAMMA_WHY), ("ratio", SPEED_RATIO_WHY)):
+            per[c] = rules.Verdict(rules.DESCRIPTIVE, per[c].measured | {"sign_test": per[c].outcome}, per[c].rule, why)
         claims.append(Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ",
-                               g))  # fmt: skip
+                               per["gamma"]))  # fmt: skip
         claims.append(Claim.of("speed-ratio", f"LeCun and He init converge faster than NTK init at the same "
-                               f"γ·λ_max(K₀)/N = {spec.c:g}", per["ratio"], "paired over (width, block, rep)"))  # fmt: skip
+                               f"γ·λ_max(K₀)/N = {spec.c:g}", per["ratio"]))  # fmt: skip
         claims.append(Claim.of("stability", f"every run with γ·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
                                stability_verdict(r, spec.unstable_at, spec.stable_share)))  # fmt: skip
         table = {}
@@ -429,7 +436,8 @@ class InitComparison(Experiment):
                             "L_T/L_0": med(np.exp(speed[s])), "flagged": int(r["unstable"][s].sum()),
                         }  # fmt: skip
         summary = {
-            "λ_min(K₀) slopes": {k: slope_measured(e) for k, e in slopes.items()},
+            f"λ_min(K₀^w_O) slopes (d_m ≥ {w_min})": {k: slope_measured(e) for k, e in slopes.items()},
+            f"λ_min(K₀) slopes, every block (d_m ≥ {N}, descriptive)": {k: slope_measured(e) for k, e in total.items()},
             "per comparison, init and width (medians)": table,
             "γ·λ_max(K₀)/N per run": {f"{c}/{i}/{w}/{b}/{p}": rounded(x) for c, i, w, b, p, x in zip(
                 cmp, init, width, cols["block"], cols["rep"], r["step_ratio"], strict=True)},
@@ -443,15 +451,16 @@ class InitComparison(Experiment):
         L = trace(cols, "train_loss")
         fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
         colors = dict(zip(INITS, ("tab:blue", "tab:orange", "tab:green"), strict=True))
-        slopes = analysis.summary["λ_min(K₀) slopes"]
+        slopes = next(v for k, v in analysis.summary.items() if k.startswith("λ_min(K₀^w_O) slopes"))
         ws = np.unique(width)
         for name in INITS:
             s = init == name
             if not s.any():
                 continue
             med = lambda v, s=s: [np.nanmedian(v[s & (width == w)]) for w in ws]
-            axes[0].plot(ws, med(r["lambda_min_0"]), "o-", color=colors[name],
-                         label=f"{name}: λ_min (slope {slopes[name]['slope']})")  # fmt: skip
+            axes[0].plot(ws, med(r["lambda_min_w_O_0"]), "o-", color=colors[name],
+                         label=f"{name}: λ_min of the w_O block (slope {slopes[name]['slope']})")  # fmt: skip
+            axes[0].plot(ws, med(r["lambda_min_0"]), ":", color=colors[name], alpha=0.8, label=f"{name}: λ_min")
             axes[0].plot(ws, med(r["lambda_max_0"]), "s--", color=colors[name], alpha=0.6, label=f"{name}: λ_max")
             for c, ls in (("gamma", "o-"), ("ratio", "s--")):
                 sc = s & (cmp == c)

@@ -7,6 +7,8 @@ With the cell's N real training samples x_1 … x_N (``data["mask"]``; padded sl
 
     K_t            = J_t J_tᵀ ∈ R^{N×N},  J_t = ∂f(θ_t; x_i)/∂θ   (:func:`attnlab.ntk.empirical_ntk`)
     lambda_min     λ_min(K_t),  lambda_max  λ_max(K_t)   (of the real samples' block)
+    lambda_min_w_O λ_min(K_t^{w_O}), the output weights' block J_{w_O} J_{w_O}ᵀ: the part the
+                   theory's λ_min(K₀) ∝ d_m is about (rank ≤ d_m, so exactly 0 below d_m = N)
     kernel_drift   ‖K_t − K_0‖_F / ‖K_0‖_F
     ntk_share_<b>  tr K_t^b / tr K_t, the share of parameter block b ∈ {W_Q, W_K, W_V, w_O}
     weight_drift   ‖θ_t − θ₀‖ / ‖θ₀‖ over all blocks together;  weight_drift_<b>: per block
@@ -55,7 +57,8 @@ def build(ctx):
         spec = ntk.spectrum(K, mask)
         diag = lambda A: jnp.sum(jnp.where(mask, jnp.diagonal(A), 0.0))
         out = {"lambda_min": spec["lambda_min"], "lambda_max": spec["lambda_max"],
-               "kernel_drift": ntk.kernel_drift(K, K0, mask), "weight_drift": total_drift(params, p0)}  # fmt: skip
+               "kernel_drift": ntk.kernel_drift(K, K0, mask), "weight_drift": total_drift(params, p0),
+               "lambda_min_w_O": ntk.spectrum(Kb["w_O"], mask)["lambda_min"]}  # fmt: skip
         trace = diag(K)
         out |= {f"ntk_share_{b}": diag(k) / trace for b, k in Kb.items()}
         out |= {f"weight_drift_{b}": d for b, d in ntk.weight_drift(params, p0).items()}

@@ -12,7 +12,7 @@ Design. Both scalings at each width, LeCun init, full-batch GD on ½·mean (f �
 the width-normalised step of :mod:`.dynamics` (γ_eff = γ·16/d_m, the same for both scalings at a
 width): γ = 1 on the synthetic data (N = 100, d_s = 8, d = 16, ‖x‖² ≈ d, y ~ N(0, 1)) and γ = 0.5
 on MNIST 3 vs 8 (``mnist_gamma``; 7×7 patches, standardised pixels so that mean ‖x_t‖²/d = 1, N =
-100, labels ±1: the wu2023-vit-mnist data and step, :mod:`.mnist`). ``train.draws = common``: τ₀ is
+100, labels ±1: the wu2023-encoder-mnist data and step, :mod:`.encoder_mnist`). ``train.draws = common``: τ₀ is
 a model field, so the two cells of a (data set, d_m, block, rep) share their data and their initial
 parameters exactly; they differ only in τ₀.
 
@@ -54,7 +54,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from attnlab import plots, rules
 from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, merge, rounded
-from attnlab.experiments.wu2023 import dynamics, mnist
+from attnlab.experiments.wu2023 import dynamics, encoder_mnist
 from attnlab.experiments.wu2023.analysis import TRAIN, add_run_columns, colors, logband, med, paired, per_run, trace
 from attnlab.experiments.wu2023.audit import scaling_design
 
@@ -64,8 +64,8 @@ DATA_NAME = {"synthetic": "wu2023", "mnist": "images"}
 
 class Spec(dynamics.Spec):
     level: float = Field(0.01, gt=0, lt=1, description="level of the paired sign tests")
-    mnist_gamma: PositiveFloat = Field(0.5, description="step γ on MNIST (γ_eff = γ·16/d_m), wu2023-vit-mnist's")
-    mnist: dict[str, Any] = Field(default_factory=lambda: dict(mnist.DATA), description="the MNIST data fields")
+    mnist_gamma: PositiveFloat = Field(0.5, description="step γ on MNIST (γ_eff = γ·16/d_m), wu2023-encoder-mnist's")
+    mnist: dict[str, Any] = Field(default_factory=lambda: dict(encoder_mnist.DATA), description="the MNIST data fields")
     mnist_d_m: list[PositiveInt] | None = Field(None, description="widths on MNIST (None: the synthetic ones)")
     datasets: list[Literal["synthetic", "mnist"]] = Field(list(DATASETS), description="the data sets compared")
 
@@ -97,13 +97,13 @@ class Scaling(Experiment):
     assumptions = (
         "Both scalings at every width share their data and init draws (train.draws = common; τ₀ is a model field).",
         "Step γ_eff = γ·16/d_m, the same for both scalings at a width: γ = 1 (synthetic), 0.5 (MNIST, "
-        "wu2023-vit-mnist's); ½·mean (f − y)², full-batch GD, 400 epochs, LeCun, float64.",
+        "wu2023-encoder-mnist's); ½·mean (f − y)², full-batch GD, 400 epochs, LeCun, float64.",
         "MNIST 3 vs 8, 7×7 patches (16 tokens of d = 49), pixels standardised over the pair's training images.",
     ) + common.ASSUMPTIONS[:1]
 
     def defaults(self):
         return merge(common.DEFAULTS, {"model": {"alpha": [0.5, 1.0]}, "train": TRAIN | {"draws": "common"},
-                                       "mnist": dict(mnist.DATA)})
+                                       "mnist": dict(encoder_mnist.DATA)})
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
         out = []
