@@ -12,7 +12,16 @@ def registry() -> dict[str, Experiment]:
     from attnlab.experiments.li2023 import fig3 as li_fig3
     from attnlab.experiments.li2023 import fig4 as li_fig4
     from attnlab.experiments.li2023 import fig5 as li_fig5
-    from attnlab.experiments.wu2023 import data_gram, dynamics, encoder_mnist, limit, protocol, scaling, width
+    from attnlab.experiments.wu2023 import (
+        data_gram,
+        dynamics,
+        encoder_mnist,
+        limit,
+        protocol,
+        scaling,
+        vit_mnist,
+        width,
+    )
 
     li = (diagrams.EXPERIMENTS[0], *regimes.EXPERIMENTS, diagrams.EXPERIMENTS[1], li_fig3.EXPERIMENT, li_fig4.EXPERIMENT,
           li_fig5.EXPERIMENT, *diagrams.EXPERIMENTS[2:], *settle.EXPERIMENTS)
@@ -20,7 +29,8 @@ def registry() -> dict[str, Experiment]:
         e.id: e
         for e in (fig1.EXPERIMENT, fig2.EXPERIMENT, fig3.EXPERIMENT, *li, *dynamics.EXPERIMENTS[:2],
                   *protocol.EXPERIMENTS, *scaling.EXPERIMENTS, *dynamics.EXPERIMENTS[2:], *width.EXPERIMENTS,
-                  *limit.EXPERIMENTS, *encoder_mnist.EXPERIMENTS, *data_gram.EXPERIMENTS)
+                  *limit.EXPERIMENTS, *encoder_mnist.EXPERIMENTS, *vit_mnist.EXPERIMENTS,
+                  *data_gram.EXPERIMENTS)
     }
 
 

@@ -450,8 +450,9 @@ def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
     built: dict = {}
     rows = table.drop_columns(["params_npz"]).to_pylist()
     for i, row in enumerate(rows):
-        cell = {k: v for k, v in row.items() if k.startswith(tuple(f"{k}." for k in P.PART_KINDS))
-                or k in P.KEY_ONLY or k in tags}  # fmt: skip
+        # a field left out of this cell (at a default kept out of its id) is null in a table whose other cells have it
+        cell = {k: v for k, v in row.items() if (k.startswith(tuple(f"{k}." for k in P.PART_KINDS))
+                or k in P.KEY_ONLY or k in tags) and v is not None}  # fmt: skip
         comp, static, pads, v = cell_parts(cell, tags)
         sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
         if sig not in built:

@@ -44,7 +44,7 @@ would train).
 
 Weight init schemes: ``trunc_normal`` is timm's rule for every Linear, TN(0, 0.02²) truncated at
 ±2σ, applied here to the patch embedding too (timm's convolutional embedding keeps PyTorch's
-default there); ``lecun`` is N(0, 1/fan_in); ``ntk`` (the NTK parametrisation, as in Wu et al.
+default there); ``lecun`` is N(0, 1/fan_in), ``he`` N(0, 2/fan_in); ``ntk`` (the NTK parametrisation, as in Wu et al.
 2023) draws every weight N(0, 1) and multiplies it by 1/√fan_in in the forward pass
 (x W/√fan_in), so the function at init is lecun's in distribution while the gradients see the
 multipliers (biases, LayerNorm, ``pos`` and ``cls`` as in the other schemes).
@@ -65,10 +65,10 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_serializer, model_validator
 
 from attnlab.errors import AttnlabError
-from attnlab.models.wu2023 import kept, softmax_keys
+from attnlab.models.wu2023 import attention_stats, kept, softmax_keys
 from attnlab.problem import Model, PartSpec
 
-INITS = ("trunc_normal", "lecun", "ntk")
+INITS = ("trunc_normal", "lecun", "he", "ntk")
 POOLS = ("mean", "cls")
 POS = ("learned", "none")
 LN_EPS = 1e-6
@@ -98,7 +98,7 @@ class Hparams:
     mlp_ratio: float = 4.0  # hidden width of the MLP: int(mlp_ratio · D)
     pool: str = "mean"  # mean | cls
     pos: str = "learned"  # learned | none
-    init: str = "trunc_normal"  # trunc_normal | lecun | ntk
+    init: str = "trunc_normal"  # trunc_normal | lecun | he | ntk
     qkv_bias: bool = True
     alpha: float = 0.5  # τ₀ = d_h^(−α): ½ is timm's 1/√d_h
 
@@ -164,13 +164,18 @@ def lecun(key, shapes, fan_ins, dtype):
     return [w / f**0.5 for w, f in zip(_split_flat(z, shapes), fan_ins, strict=True)]
 
 
+def he(key, shapes, fan_ins, dtype):
+    """N(0, 2/fan_in) for each shape."""
+    return [w * 2**0.5 for w in lecun(key, shapes, fan_ins, dtype)]
+
+
 def standard(key, shapes, fan_ins, dtype):
     """N(0, 1) for each shape (the ntk scheme: 1/√fan_in is a forward-pass multiplier)."""
     z = jax.random.normal(key, (sum(map(math.prod, shapes)),), dtype)
     return _split_flat(z, shapes)
 
 
-WEIGHT_INITS = {"trunc_normal": trunc_normal, "lecun": lecun, "ntk": standard}
+WEIGHT_INITS = {"trunc_normal": trunc_normal, "lecun": lecun, "he": he, "ntk": standard}
 
 
 def multipliers(hp: Hparams) -> dict[str, float]:
@@ -230,28 +235,31 @@ def layer_norm(u, g, b):
 
 
 def attention(blk, u, keep, hp: Hparams):
-    """Multi-head attention of one block on u (L', D): (output (L', D), φ (H, L', L'))."""
+    """Multi-head attention of one block on u (L', D): (output (L', D), φ (H, L', L'), logits τ₀QKᵀ)."""
     split = lambda Z: Z.reshape(Z.shape[0], hp.heads, hp.d_h).transpose(1, 0, 2)  # (H, L', d_h)
     proj = lambda n: u @ blk["W_" + n] + blk.get("b_" + n, 0)
     Q, K, V = split(proj("Q")), split(proj("K")), split(proj("V"))
-    phi = softmax_keys(Q @ K.transpose(0, 2, 1) / hp.d_h**hp.alpha, keep)  # (H, L', L'), 0 off the kept keys
+    S = Q @ K.transpose(0, 2, 1) / hp.d_h**hp.alpha  # (H, L', L')
+    phi = softmax_keys(S, keep)  # 0 off the kept keys
     A = (phi @ V).transpose(1, 0, 2).reshape(u.shape)  # heads concatenated: (L', D)
-    return A @ blk["W_O"] + blk["b_O"], phi
+    return A @ blk["W_O"] + blk["b_O"], phi, S
 
 
 def block(blk, z, keep, hp: Hparams):
-    """One pre-LN block: z + MHA(LN₁ z), then + MLP(LN₂ z); returns (z, φ)."""
-    a, phi = attention(blk, layer_norm(z, blk["ln1_g"], blk["ln1_b"]), keep, hp)
+    """One pre-LN block: z + MHA(LN₁ z), then + MLP(LN₂ z); returns (z, (φ, logits))."""
+    a, phi, S = attention(blk, layer_norm(z, blk["ln1_g"], blk["ln1_b"]), keep, hp)
     z = z + a
     u = layer_norm(z, blk["ln2_g"], blk["ln2_b"])
     z = z + jax.nn.gelu(u @ blk["W_1"] + blk["b_1"], approximate=False) @ blk["W_2"] + blk["b_2"]
-    return z, phi
+    return z, (phi, S)
 
 
 def apply(params, x, hp: Hparams):
     """f(X) for one sample (a token array (L, d), or a pytree with tokens and a token mask).
     aux: ``attn`` φ of every block (depth, H, L', L'), ``mask`` the kept tokens (L',) (the CLS
-    token first with pool = cls) and ``features`` h ∈ R^D, the head's input."""
+    token first with pool = cls), ``features`` h ∈ R^D, the head's input, and the attention
+    statistics of :func:`attnlab.models.wu2023.attention_stats` over every block and head
+    (``logit_std``, ``attn_tv`` from uniform, ``attn_entropy``)."""
     X, keep = kept(x)
     params = params | {n: params[n] * c for n, c in multipliers(hp).items()}  # ntk: W/√fan_in
     z = X @ params["W_E"] + params["b_E"]  # (L, D)
@@ -261,14 +269,16 @@ def apply(params, x, hp: Hparams):
     if hp.pos == "learned":
         z = z + params["pos"]
     blocks = {n: params[n] for n in BLOCK_PARAMS if n in params}  # each with a leading depth axis
-    z, phi = jax.lax.scan(lambda z, blk: block(blk, z, keep, hp), z, blocks)
+    z, (phi, S) = jax.lax.scan(lambda z, blk: block(blk, z, keep, hp), z, blocks)
     if hp.pool == "cls":
         pooled = z[0]
     else:
         pooled = jnp.sum(jnp.where(keep[:, None], z, 0), axis=0) / jnp.maximum(keep.sum(), 1)
     h = layer_norm(pooled, params["lnf_g"], params["lnf_b"])
     f = h @ params["w_head"] + params["b_head"]
-    return f, {"attn": phi, "mask": keep, "features": h}
+    Lp = keep.shape[0]
+    stats = attention_stats(phi.reshape(-1, Lp, Lp), S.reshape(-1, Lp, Lp), keep, jnp.maximum(keep.sum(), 1))
+    return f, stats | {"attn": phi, "mask": keep, "features": h}
 
 
 # ---------------------------------------------------------------- part
@@ -283,9 +293,9 @@ class Spec(PartSpec):
     mlp_ratio: PositiveFloat = Field(4.0, description="MLP hidden width int(mlp_ratio · D)")
     pool: Literal["mean", "cls"] = Field("mean", description="mean over kept tokens, or a prepended CLS token")
     pos: Literal["learned", "none"] = Field("learned", description="learned positional embedding, or none")
-    init: Literal["trunc_normal", "lecun", "ntk"] = Field(
-        "trunc_normal", description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), or N(0, 1) with 1/√fan_in "
-        "in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0"
+    init: Literal["trunc_normal", "lecun", "he", "ntk"] = Field(
+        "trunc_normal", description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), N(0, 2/fan_in) (he), or "
+        "N(0, 1) with 1/√fan_in in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0"
     )
     qkv_bias: bool = Field(True, description="biases on the queries and values (timm's default; no key bias)")
     alpha: PositiveFloat = Field(0.5, description="attention logits scaled by τ₀ = d_h^(−alpha): 0.5 is timm's "

@@ -182,10 +182,11 @@ def apply(params, x, hp: Hparams):
         A = sc["F"] * A @ params["W_F"].T
     h = jnp.sum(jnp.where(keep[:, None], jax.nn.relu(A), 0), axis=0) / n_kept  # mean over kept tokens
     f = sc["tau1"] * params["w_O"] @ h
-    return f, _attention_stats(phi, S, keep, n_kept)
+    return f, attention_stats(phi, S, keep, n_kept)
 
 
-def _attention_stats(phi, S, keep, n_kept):
+def attention_stats(phi, S, keep, n_kept):
+    """aux of :func:`apply` from φ and the logits S (heads, d_s, d_s) of one sample."""
     pair = keep[:, None] & keep[None, :]
     n_pairs = phi.shape[0] * n_kept**2
     mean = jnp.sum(jnp.where(pair, S, 0)) / n_pairs

@@ -176,6 +176,11 @@ def test_init_schemes():
     X = jax.random.normal(jax.random.PRNGKey(3), (4, 32))
     f_nt = model.apply(nt, X, model.Hparams(**hp, init="ntk"))[0]
     assert float(f_nt) == pytest.approx(float(model.apply(lc, X, model.Hparams(**hp, init="lecun"))[0]), rel=1e-5)
+    # he: lecun's draws × √2
+    he = model.init(jax.random.PRNGKey(0), model.Hparams(**hp, init="he"))
+    for k in ("W_E", "W_Q", "W_O", "W_1", "W_2", "w_head"):
+        np.testing.assert_allclose(he[k], 2**0.5 * lc[k], rtol=1e-6)
+    np.testing.assert_array_equal(he["pos"], lc["pos"])
     # an option's extra parameter does not shift the other draws
     cls = model.init(jax.random.PRNGKey(0), model.Hparams(**hp, init="lecun", pool="cls", qkv_bias=False))
     assert float(jnp.max(jnp.abs(cls["cls"]))) < 1e-5
@@ -198,6 +203,12 @@ def test_attention_rows_and_masked_keys(name):
         expected = np.concatenate([[True], keep]) if hp.pool == "cls" else np.asarray(keep)
         np.testing.assert_array_equal(k, expected)  # the CLS token is never dropped
         np.testing.assert_allclose(phi[:, :, k].sum(-1), 1.0, rtol=1e-12)
+        # the statistics over every block, head and kept query: TV of a row from uniform, its entropy
+        rows = phi[:, :, k][..., k].reshape(-1, k.sum())
+        np.testing.assert_allclose(aux["attn_tv"], 0.5 * np.abs(rows - 1 / k.sum()).sum(-1).mean(), rtol=1e-10)
+        ent = -(rows * np.log(rows)).sum(-1).mean()
+        np.testing.assert_allclose(aux["attn_entropy"], ent, rtol=1e-10)
+        assert float(aux["logit_std"]) > 0
         assert np.all(phi[:, :, :, ~k] == 0) and np.all(phi[:, :, ~k] == 0)
         assert np.all(phi[:, :, k][..., k] > 0)
 

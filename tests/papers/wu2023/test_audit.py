@@ -16,8 +16,8 @@ from attnlab.experiments import get
 from attnlab.train import log_schedule
 
 IDS = ("wu2023-fig1", "wu2023-fig9", "wu2023-fig1-protocol", "wu2023-scaling", "wu2023-init", "wu2023-width",
-       "wu2023-ntk-limit", "wu2023-data-gram", "wu2023-encoder-mnist")  # fmt: skip
-KEYS = ("data.N", "data.patch", "data.token_norm", "model.d_m", "model.alpha", "model.init", "compare", "train.lr",
+       "wu2023-ntk-limit", "wu2023-data-gram", "wu2023-encoder-mnist", "wu2023-vit-mnist")  # fmt: skip
+KEYS = ("data.N", "data.patch", "data.token_norm", "model.d_m", "model.D", "model.alpha", "model.init", "compare", "train.lr",
         "block", "rep")  # fmt: skip
 SIMS = 20
 

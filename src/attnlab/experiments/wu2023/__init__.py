@@ -46,7 +46,8 @@ def step(gamma: float, d_m: int, step_norm: str) -> float:
 
 
 def stepped_cells(spec) -> list[dict]:
-    """The spec's cells, each with the step γ_eff of its width."""
+    """The spec's cells, each with the step γ_eff of its width (d_m, or the ViT's D)."""
     from attnlab.experiments.base import expand
 
-    return [c | {"train.lr": step(spec.gamma, c["model.d_m"], spec.step_norm)} for c in expand(spec)]
+    width = lambda c: c["model.d_m"] if "model.d_m" in c else c["model.D"]
+    return [c | {"train.lr": step(spec.gamma, width(c), spec.step_norm)} for c in expand(spec)]

@@ -41,6 +41,23 @@ def gain(cols) -> np.ndarray:
     return lr / N if red is None else np.where(np.asarray(red) == "sum", lr, lr / N)
 
 
+def width_key(cols) -> str:
+    """The width's column: ``model.d_m`` of the wu2023 encoder, ``model.D`` of the ViT."""
+    return "model.d_m" if "model.d_m" in cols else "model.D"
+
+
+def width_of(cols) -> np.ndarray:
+    """The width of every run (d_m, or the ViT's D)."""
+    return np.asarray(cols[width_key(cols)]).astype(int)
+
+
+def alpha_of(cols) -> np.ndarray:
+    """τ₀'s α of every run; a ViT cell leaves α = ½ (timm's) out (its id stays that of earlier
+    cells), so a missing or null α is ½."""
+    a = cols["model.alpha"] if "model.alpha" in cols else [None] * len(cols["model.name"])
+    return np.array([0.5 if v is None else v for v in a], float)
+
+
 def per_run(cols, unstable_at: float) -> dict[str, np.ndarray]:
     """Step-0 λ_min(K₀), λ_max(K₀), λ_min of the w_O block K₀^{w_O}, the step ratio g·λ_max(K₀)
     (:func:`gain`: γ_eff·λ_max(K₀)/N under mean, γ_eff·λ_max(K₀) under sum), initial and final

@@ -349,35 +349,51 @@ def init_design(cells) -> Design:
 # ---------------------------------------------------------------- encoder-mnist
 
 
-# λ_max(K₀)/N and λ_min(K₀)/N at d_m = 16, per (init, α), read off the encoder-mnist docstring's cpu run
-# and pilot (γ = 0.5: ratio ≈ 1.25 for LeCun at α = 1/2, ≈ 0.07 at d_m = 256 under α = 1; L_T/L_0 gives u)
-MNIST_LMAX = {("lecun", 0.5): 2.5, ("he", 0.5): 2.5 * HE, ("lecun", 1.0): 0.32, ("he", 1.0): 0.32 * HE}
-MNIST_LMIN = {("lecun", 0.5): 0.014, ("he", 0.5): 0.014 * HE, ("lecun", 1.0): 0.0093, ("he", 1.0): 0.0118}
+# λ_max(K₀)/N and λ_min(K₀)/N at width 16, per (init, α), and NTK init's λ_max(K₀) over LeCun's there.
+# The encoder: read off the encoder-mnist docstring's cpu run and pilot (γ = 0.5: ratio ≈ 1.25 for LeCun at
+# α = 1/2, ≈ 0.07 at d_m = 256 under α = 1; L_T/L_0 gives u). The ViT: the vit-mnist docstring's pilot spectra.
+MNIST_LEVELS = {
+    "lmax": {("lecun", 0.5): 2.5, ("he", 0.5): 2.5 * HE, ("lecun", 1.0): 0.32, ("he", 1.0): 0.32 * HE},
+    "lmin": {("lecun", 0.5): 0.014, ("he", 0.5): 0.014 * HE, ("lecun", 1.0): 0.0093, ("he", 1.0): 0.0118},
+    "ntk": 1 / D_REF,
+}
+VIT_MNIST_LEVELS = {
+    "lmax": {("lecun", 0.5): 93.4, ("he", 0.5): 107.0, ("lecun", 1.0): 65.3, ("he", 1.0): 156.0},
+    "lmin": {("lecun", 0.5): 0.0029, ("he", 0.5): 0.0087, ("lecun", 1.0): 0.0016, ("he", 1.0): 0.0042},
+    "ntk": 0.5,
+}
 
 
-def mnist_kernel(world: dict, noise: dict, cols: dict, rng) -> tuple[np.ndarray, np.ndarray]:
-    """λ_max(K₀)/N ∝ d_m^0.7 (LeCun/He; measured 6.6 … 7.9× over 16×), NTK init LeCun's at
-    d_m = 16 /16, flat; λ_min/N ∝ (max(d_m, N)/max(16, N))^slope, NTK init's conditioning ×
-    LeCun's."""
+def mnist_kernel(world: dict, noise: dict, cols: dict, rng, levels: dict) -> tuple[np.ndarray, np.ndarray]:
+    """λ_max(K₀)/N ∝ d_m^0.7 (LeCun/He; measured 6.6 … 7.9× over 16×), NTK init ``levels["ntk"]``
+    × LeCun's at d_m = 16, flat; λ_min/N ∝ (max(d_m, N)/max(16, N))^slope, NTK init's
+    conditioning × LeCun's."""
+    from attnlab.experiments.wu2023.analysis import width_of
+
     init, alpha = cols["model.init"], cols["model.alpha"].astype(float)
-    d_m, N = cols["model.d_m"].astype(float), cols["data.N"].astype(float)
+    d_m, N = width_of(cols).astype(float), cols["data.N"].astype(float)
     key = lambda i, a: ("lecun" if i == "ntk" else i, float(a))
-    lmax16 = np.array([MNIST_LMAX[key(i, a)] for i, a in zip(init, alpha, strict=True)])
-    lmin16 = np.array([MNIST_LMIN[key(i, a)] for i, a in zip(init, alpha, strict=True)])
+    lmax16 = np.array([levels["lmax"][key(i, a)] for i, a in zip(init, alpha, strict=True)])
+    lmin16 = np.array([levels["lmin"][key(i, a)] for i, a in zip(init, alpha, strict=True)])
     ntk = init == "ntk"
-    lmax = np.where(ntk, lmax16 / D_REF, lmax16 * (d_m / D_REF) ** noise["growth"])
-    lmin16 = np.where(ntk, world["ntk_cond"] * lmin16 / D_REF, lmin16)
+    lmax = np.where(ntk, lmax16 * levels["ntk"], lmax16 * (d_m / D_REF) ** noise["growth"])
+    lmin16 = np.where(ntk, world["ntk_cond"] * lmin16 * levels["ntk"], lmin16)
     slope = np.array([world["lmin"][i] for i in init], float)
     lmin = lmin16 * (np.maximum(d_m, N) / np.maximum(D_REF, N)) ** slope
     n = len(init)
     return lmax * lognormal(rng, noise["lmax_sd"], n), lmin * lognormal(rng, noise["lmin_sd"], n)
 
 
-def simulate_mnist(world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator) -> dict:
-    cols = frame(cells)
+def simulate_mnist(world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator,
+                   levels: dict = MNIST_LEVELS) -> dict:  # fmt: skip
+    from attnlab.experiments.wu2023.analysis import alpha_of, width_of
+
+    cols = frame_union(cells)
+    cols["model.alpha"] = alpha_of(cols)
     n = len(cells)
-    lmax, lmin = mnist_kernel(world, noise, cols, rng)
-    lr, d_m, alpha = cols["train.lr"].astype(float), cols["model.d_m"].astype(float), cols["model.alpha"].astype(float)
+    lmax, lmin = mnist_kernel(world, noise, cols, rng, levels)
+
+    lr, d_m, alpha = cols["train.lr"].astype(float), width_of(cols).astype(float), cols["model.alpha"].astype(float)
     width = (d_m / D_REF) ** world["drift"]
     one = np.where(alpha == 1.0, world["alpha_drift"], 1.0)  # drift under τ₀ = d_m^−1 relative to d_m^−1/2
     KD = noise["kernel_level"] * width * one * lognormal(rng, noise["kernel_sd"], n)
@@ -391,6 +407,10 @@ def simulate_mnist(world: dict, noise: dict, spec, cells: list[dict], rng: np.ra
     return with_run_columns(cols, spec)
 
 
+MNIST_SOURCE = ("default: the cpu-scale run and pilot reported in the encoder-mnist docstring (ratios, L_T/L_0, "
+                "drift and logit slope intervals over 3 … 9 repeats, attention TV 0.42 vs 0.019 at d_m = 256)")
+VIT_MNIST_SOURCE = ("default: the kernel levels of the vit-mnist docstring's pilot (K₀ spectra at D = 16, 64, 256); "
+                    "the scatter, drift and logit levels the encoder's (encoder-mnist docstring)")
 MNIST_THEORY = INIT_THEORY | {"alpha_drift": 0.5, "logit_a1": -0.5}
 # scatter: per-run log-sds from the docstring's slope intervals (kernel drift 0.29 … 0.57, logit std at θ_T 0.2
 # and 0.5), else wu2023-fig1's and -init's; levels at d_m = 16 (kernel drift 2.9, logit std 0.9 = 4 × 0.22 at α = 1)
@@ -399,7 +419,7 @@ MNIST_NOISE = {"growth": 0.7, "lmax_sd": 0.06, "lmin_sd": 0.12, "dec_sd": 0.13, 
                "logit_sd_a1": 0.5, "tv_level": 0.5, "tv_sd": 0.1}  # fmt: skip
 
 
-def mnist_design() -> Design:
+def mnist_design(levels: dict = MNIST_LEVELS, source: str = MNIST_SOURCE) -> Design:
     w = MNIST_THEORY
     converge = ClaimAudit(
         "converge", Hypothesis("geometric decay at the theorem's rate γ_eff·λ_min(K₀)/N", S_LINEAR, w),
@@ -421,11 +441,10 @@ def mnist_design() -> Design:
     claims = (converge, h_linear(w), h_stability(w), h_drift("drift-kernel", w), h_drift("drift-weight", w),
               drift_alpha, logits, uniform, h_speed_gamma(w), *h_lmin(w))  # fmt: skip
     return Design(
-        simulate=simulate_mnist,
+        simulate=functools.partial(simulate_mnist, levels=levels),
         claims=claims,
         noise=MNIST_NOISE,
-        noise_source="default: the cpu-scale run and pilot reported in the encoder-mnist docstring (ratios, L_T/L_0, "
-        "drift and logit slope intervals over 3 … 9 repeats, attention TV 0.42 vs 0.019 at d_m = 256)",
+        noise_source=source,
     )
 
 

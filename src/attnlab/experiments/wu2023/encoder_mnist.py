@@ -123,6 +123,8 @@ from attnlab.experiments.wu2023.analysis import (
     speed_verdict,
     stability_claim,
     trace,
+    width_key,
+    width_of,
 )
 from attnlab.experiments.wu2023.audit import mnist_design
 from attnlab.experiments.wu2023.limit import welch
@@ -265,7 +267,7 @@ class EncoderMnist(Experiment):
         t = np.asarray(cols["trace_step"][0], float)
         T = t[-1]
         L = trace(cols, "train_loss")
-        width, alpha, init = cols["model.d_m"].astype(int), cols["model.alpha"].astype(float), cols["model.init"]
+        width, alpha, init = width_of(cols), cols["model.alpha"].astype(float), cols["model.init"]
         learner = np.isin(init, LEARNERS)
         ok = ~r["unstable"]
         with np.errstate(invalid="ignore"):
@@ -298,13 +300,13 @@ class EncoderMnist(Experiment):
             "slope") for a in alphas})  # fmt: skip
         top = int(width.max())
         gap = welch(tv_T[ok & (width == top) & (alpha == 0.5)], tv_T[ok & (width == top) & (alpha == 1.0)])
-        diffs = paired(cols, K_T, 1.0, 0.5, ("model.init", "model.d_m", "block", "rep"), ok & learner, by="model.alpha")
+        diffs = paired(cols, K_T, 1.0, 0.5, ("model.init", width_key(cols), "block", "rep"), ok & learner, by="model.alpha")
         alpha_v = rules.sign_test(diffs, alpha=spec.level, name="kernel drift(α = 1/2) − kernel drift(α = 1)")
         # a pair counts when its LeCun/He run is predicted stable (NTK init runs are far below the bound)
         speed_where = stable | (init == "ntk")
         with np.errstate(divide="ignore", invalid="ignore"):
             speed = np.log(q)
-        speed_v = speed_verdict(cols, speed, spec.level, ("model.alpha", "model.d_m", "block", "rep"), speed_where)
+        speed_v = speed_verdict(cols, speed, spec.level, ("model.alpha", width_key(cols), "block", "rep"), speed_where)
         w_min = spec.slope_from or 10 * int(np.max(cols["data.N"]))
         rep_alpha = repeat_ids(cols, ("model.alpha", "block", "rep"))
         lmin, lmin_slopes = lmin_claims(width, init, r["lambda_min_w_O_0"], rep_alpha, w_min, spec.lmin_margin,
@@ -380,7 +382,7 @@ class EncoderMnist(Experiment):
         r = per_run(cols, spec.unstable_at)
         t = np.asarray(cols["trace_step"][0], float)
         L = trace(cols, "train_loss")
-        width, alpha, init = cols["model.d_m"].astype(int), cols["model.alpha"].astype(float), cols["model.init"]
+        width, alpha, init = width_of(cols), cols["model.alpha"].astype(float), cols["model.init"]
         widths = np.unique(width)
         alphas = [a for a in ALPHAS if (alpha == a).any()]
         inits = [i for i in INITS if (init == i).any()]
@@ -435,8 +437,10 @@ class EncoderMnist(Experiment):
         axes[4].set_title("(e) γ_eff·λ_max(K₀)/N (median); flagged above the dotted line")
         for ax in axes:
             ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("width d_m")
+            drawn = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()] or [[]])
+            if np.any(np.isfinite(drawn) & (drawn > 0)):  # no log axis for a panel whose every run is flagged
+                ax.set_yscale("log")
+            ax.set_xlabel(f"width {width_key(cols).removeprefix('model.')}")
             ax.set_xticks(widths, [str(w) for w in widths])
             ax.minorticks_off()
         axes[0].legend(fontsize=6)

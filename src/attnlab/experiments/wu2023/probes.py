@@ -8,9 +8,11 @@ With the cell's N real training samples x_1 … x_N (``data["mask"]``; padded sl
     K_t            = J_t J_tᵀ ∈ R^{N×N},  J_t = ∂f(θ_t; x_i)/∂θ   (:func:`attnlab.ntk.empirical_ntk`)
     lambda_min     λ_min(K_t),  lambda_max  λ_max(K_t)   (of the real samples' block)
     lambda_min_w_O λ_min(K_t^{w_O}), the output weights' block J_{w_O} J_{w_O}ᵀ: the part the
-                   theory's λ_min(K₀) ∝ d_m is about (rank ≤ d_m, so exactly 0 below d_m = N)
+                   theory's λ_min(K₀) ∝ d_m is about (rank ≤ d_m, so exactly 0 below d_m = N);
+                   for the ViT (``vit``) its output head w_head, the same role at width D
     kernel_drift   ‖K_t − K_0‖_F / ‖K_0‖_F
-    ntk_share_<b>  tr K_t^b / tr K_t, the share of parameter block b ∈ {W_Q, W_K, W_V, w_O}
+    ntk_share_<b>  tr K_t^b / tr K_t, the share of parameter block b (W_Q, W_K, W_V, w_O; every
+                   parameter of the ViT)
     weight_drift   ‖θ_t − θ₀‖ / ‖θ₀‖ over all blocks together;  weight_drift_<b>: per block
     logit_std      mean over samples of the std of the softmax logits S = τ₀ (XW_Qᵀ)(XW_Kᵀ)ᵀ
     attn_tv        mean over samples of the total-variation distance of an attention row from
@@ -18,7 +20,8 @@ With the cell's N real training samples x_1 … x_N (``data["mask"]``; padded sl
 
 K is taken on the Jacobian path (N ≤ 100 here: N·P numbers, 40 MB at d_m = 1024 in float64) and
 K_0 is recomputed at every log step (twice the kernel cost, no state in the trainer). The
-attention statistics come from the training forward pass's ``aux`` at θ_t (never recomputed).
+attention statistics come from the training forward pass's ``aux`` at θ_t (never recomputed); a
+model whose ``aux`` has ``logit_std``, ``attn_tv`` and ``attn_entropy`` (wu2023, vit) can use it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from attnlab import ntk
 from attnlab.probes import masked_mean
 from attnlab.problem import ProbeSet
 from attnlab.train import stream
+
+OUTPUT = {"wu2023": "w_O", "vit": "w_head"}  # the output weights' block, per model
 
 
 def theta0(ctx, v, like):
@@ -58,7 +63,7 @@ def build(ctx):
         diag = lambda A: jnp.sum(jnp.where(mask, jnp.diagonal(A), 0.0))
         out = {"lambda_min": spec["lambda_min"], "lambda_max": spec["lambda_max"],
                "kernel_drift": ntk.kernel_drift(K, K0, mask), "weight_drift": total_drift(params, p0),
-               "lambda_min_w_O": ntk.spectrum(Kb["w_O"], mask)["lambda_min"]}  # fmt: skip
+               "lambda_min_w_O": ntk.spectrum(Kb[OUTPUT.get(ctx.model.name, "w_O")], mask)["lambda_min"]}  # fmt: skip
         trace = diag(K)
         out |= {f"ntk_share_{b}": diag(k) / trace for b, k in Kb.items()}
         out |= {f"weight_drift_{b}": d for b, d in ntk.weight_drift(params, p0).items()}
