@@ -242,7 +242,9 @@ trained): power P(pass | H1), false pass P(pass | H0) and false fail P(fail | H1
 power may fall below 0.8, or its false fail may exceed 0.05; a *descriptive* claim is a
 measurement at that design (its reason says from which size it is judged). Built with
 `python -m attnlab.audit results/*/audit.json > docs/audit.md` from the runs of
-`attnlab audit ID --scale cpu` (or `--from` a cpu run, which plugs in its noise levels).
+`attnlab audit ID --scale cpu` (or `--from` a cpu run, which plugs in its noise levels);
+`python -m attnlab.audit --update docs/audit.md results/ID/audit.json …` replaces those ids'
+sections and keeps the others.
 """
 
 
@@ -255,7 +257,28 @@ def page(results: list[dict]) -> str:
     return PAGE_HEAD + "\n" + "\n".join(markdown(r) for r in results)
 
 
+def update(text: str, results: list[dict]) -> str:
+    """The docs page ``text`` with the sections of ``results`` replaced or added (a section is
+    "### ID (SCALE)" up to the next); the other sections are kept; all in `attnlab list` order."""
+    from attnlab.experiments import registry
+
+    parts = text.split("\n### ")
+    sections = {p.split("\n", 1)[0]: "### " + p.rstrip("\n") + "\n" for p in parts[1:]}
+    sections |= {f"{r['experiment']} ({r['scale']})": markdown(r) for r in results}
+    order = {k: i for i, k in enumerate(registry())}
+    key = lambda h: (order.get(h.split(" ")[0], len(order)), h)
+    return PAGE_HEAD + "\n" + "\n".join(sections[h] for h in sorted(sections, key=key))
+
+
 if __name__ == "__main__":
     import sys
 
-    print(page([json.loads(Path(p).read_text()) for p in sys.argv[1:]]), end="")
+    args = sys.argv[1:]
+    if args[:1] == ["--update"]:  # python -m attnlab.audit --update docs/audit.md results/ID/audit.json …
+        doc = Path(args[1])
+        out = update(doc.read_text(), [json.loads(Path(p).read_text()) for p in args[2:]])
+        tmp = doc.with_suffix(".md.tmp")
+        tmp.write_text(out)
+        tmp.replace(doc)
+    else:
+        print(page([json.loads(Path(p).read_text()) for p in args]), end="")

@@ -134,3 +134,14 @@ def test_a_descriptive_claim_keeps_its_reason_and_the_markdown_table_shows_it():
     # five simulations cannot show a sound rule sound: the table says flagged, with the bound
     md = audit.markdown(audit.audit(Toy(SIGN, gain_at(10), H1, H0), None, "smoke", sims=5))
     assert "| 1.00 [0.48, 1.00] |" in md and "**flagged**: false pass up to 0.522 > 0.05" in md
+
+
+def test_update_replaces_the_audited_sections_and_keeps_the_others():
+    result = audit.audit(Toy(SIGN, gain_at(10), H1, H0), None, "smoke", sims=5, seed=0)
+    one = lambda exp_id, seconds: result | {"experiment": exp_id, "seconds": seconds}
+    text = audit.page([one("wu2023-fig1", 1), one("jiang2024-fig1", 2)])
+    new = audit.update(text, [one("wu2023-fig1", 99), one("li2023-fig3", 3)])
+    heads = [line for line in new.splitlines() if line.startswith("### ")]
+    assert heads == ["### jiang2024-fig1 (smoke)", "### li2023-fig3 (smoke)", "### wu2023-fig1 (smoke)"]  # list order
+    assert " · 99 s" in new and " · 1 s" not in new and " · 2 s" in new
+    assert audit.update(new, []) == new
