@@ -18,10 +18,15 @@ WIDTHS = (16, 64, 256)
 def test_cells_feed_mnist_patches_to_the_wu2023_model_at_the_normalised_step():
     exp = M.EXPERIMENT
     cells = exp.cells(exp.spec("cpu"))
-    widths = exp.spec("cpu").model["d_m"]
-    assert sum(w >= 10 * 100 for w in widths) >= 2  # λ_min(K₀^{w_O}) is fitted from 10N on
-    assert len(cells) == len(widths) * 2 * 3 * 3
-    assert {(c["model.d_m"], c["train.lr"]) for c in cells} == {(w, step(0.5, w, "width")) for w in widths}
+    spec = exp.spec("cpu")
+    widths, kernel = spec.model["d_m"], spec.kernel_widths
+    # the trained grid, then K₀ alone (0-step cells) at widths ≥ 10N, where λ_min(K₀^{w_O}) is fitted
+    assert len(kernel) >= 2 and min(kernel) >= 10 * 100
+    assert len(cells) == (len(widths) + len(kernel)) * 2 * 3 * 3
+    assert {(c["model.d_m"], c["train.lr"]) for c in cells} == {(w, step(0.5, w, "width")) for w in widths + kernel}
+    assert {c["model.d_m"] for c in cells if c["train.max_steps"] == 0} == set(kernel)
+    assert {c["train.max_steps"] for c in cells if c["model.d_m"] in widths} == {400}
+    cells = [c for c in cells if c["train.max_steps"]]
     assert {(c["model.alpha"], c["model.init"]) for c in cells} == {(a, i) for a in (0.5, 1.0) for i in M.INITS}
     c = cells[0]
     assert (c["data.name"], c["data.dataset"], c["data.classes"], c["data.patch"], c["data.norm"], c["data.N"]) == (

@@ -31,7 +31,7 @@ def test_cells_feed_mnist_patches_to_a_one_head_vit_at_the_normalised_step():
     c = cells[0]
     assert (c["model.name"], c["model.heads"], c["model.depth"], c["data.patch"], c["data.N"]) == ("vit", 1, 1, 7, 100)
     assert (c["train.loss"], c["train.optimizer"], c["train.dtype"], c["train.probes"]) == (
-        "squared", "gd", "float64", "wu2023")  # fmt: skip
+        "squared", "gd", "float32", "wu2023")  # fmt: skip
     comp = P.Composition.of(c)
     hp = comp._hp({k: v for k, v in c.items() if comp.classify(k) == "static"})
     assert (hp.L, hp.d, hp.d_h) == (16, 49, c["model.D"])  # one head: τ₀ = d_h^(−α) = D^(−α)

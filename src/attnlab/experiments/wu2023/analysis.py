@@ -29,8 +29,16 @@ LOG_LR = float(np.log(32))  # "strong evidence" (rules.likelihood_ratio)
 
 
 def trace(cols, name: str) -> np.ndarray:
-    """(runs, logged steps) of a probe."""
-    return np.stack([np.asarray(x, float) for x in cols[f"trace_{name}"]])
+    """(runs, logged steps) of a probe; a run logged at fewer steps (a 0-step kernel cell) is
+    padded with NaN."""
+    rows = [np.asarray(x, float) for x in cols[f"trace_{name}"]]
+    n = max(len(x) for x in rows)
+    return np.stack([np.pad(x, (0, n - len(x)), constant_values=np.nan) for x in rows])
+
+
+def select_runs(cols: dict, mask: np.ndarray) -> dict:
+    """The columns of the runs in ``mask``."""
+    return {k: np.asarray(v)[mask] if np.ndim(v) and len(v) == len(mask) else v for k, v in cols.items()}
 
 
 def gain(cols) -> np.ndarray:
@@ -39,6 +47,13 @@ def gain(cols) -> np.ndarray:
     lr, N = cols["train.lr"].astype(float), cols["data.N"].astype(float)
     red = cols.get("train.reduction")
     return lr / N if red is None else np.where(np.asarray(red) == "sum", lr, lr / N)
+
+
+def trained(cols) -> np.ndarray:
+    """The runs that trained (a 0-step cell only measures K₀)."""
+    if "train.max_steps" in cols:
+        return np.asarray(cols["train.max_steps"]) > 0
+    return np.ones(len(cols["train_loss"]), bool)
 
 
 def width_key(cols) -> str:
@@ -54,7 +69,7 @@ def width_of(cols) -> np.ndarray:
 def alpha_of(cols) -> np.ndarray:
     """τ₀'s α of every run; a ViT cell leaves α = ½ (timm's) out (its id stays that of earlier
     cells), so a missing or null α is ½."""
-    a = cols["model.alpha"] if "model.alpha" in cols else [None] * len(cols["model.name"])
+    a = cols["model.alpha"] if "model.alpha" in cols else [None] * len(cols["train_loss"])
     return np.array([0.5 if v is None else v for v in a], float)
 
 

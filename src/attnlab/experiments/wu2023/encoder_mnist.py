@@ -118,11 +118,13 @@ from attnlab.experiments.wu2023.analysis import (
     per_run,
     rate_fits,
     repeat_ids,
+    select_runs,
     slope_estimate,
     slope_measured,
     speed_verdict,
     stability_claim,
     trace,
+    trained,
     width_key,
     width_of,
 )
@@ -140,6 +142,8 @@ class Spec(dynamics.Spec):
     slope_half: tuple[float, float] = Field((-0.15, 0.15), description="margin of the logit-std slope, d_m^−1/2")
     tv_gap: PositiveFloat = Field(0.1, description="attn_tv(α = 1/2) − attn_tv(α = 1) required at the largest width")
     slope_from: PositiveInt | None = Field(None, description="smallest width of the λ_min(K₀^{w_O}) slope fit (None: 10·N)")
+    kernel_widths: list[PositiveInt] = Field(
+        [], description="widths of 0-step cells that only measure K₀, for the lmin claims (fitted from 10·N on)")
     lmin_margin: tuple[float, float] = Field((0.7, 1.3), description="margin of the λ_min slope under lecun and he")
     flat_margin: tuple[float, float] = Field((-0.3, 0.3), description="margin of the λ_min slope under ntk")
 
@@ -151,8 +155,9 @@ GRID = {"alpha": list(ALPHAS), "init": list(INITS)}
 # and a smaller step: at N = 8 the narrow τ₀ = d_m^−1/2 nets diverge at γ = 0.5
 SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16], "alpha": list(ALPHAS), "init": "lecun"},
              train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2, gamma=0.1)  # fmt: skip
-CPU = dict(model={"d_m": [16, 64, 256, 1024, 2048]} | GRID, reps=3)
-PAPER = dict(data={"N": 200}, model={"d_m": [16, 64, 256, 1024, 2048, 4096]} | GRID, reps=5)
+# the trained grid, and K₀ alone (0-step cells) at widths ≥ 10N, where λ_min(K₀^{w_O}) ∝ d_m can show
+CPU = dict(model={"d_m": [16, 64, 256]} | GRID, kernel_widths=[1024, 2048, 4096], reps=3)
+PAPER = dict(data={"N": 200}, model={"d_m": [16, 64, 256, 1024]} | GRID, kernel_widths=[2048, 4096, 8192], reps=5)
 
 
 # ---------------------------------------------------------------- verdicts of this experiment
@@ -243,8 +248,16 @@ class EncoderMnist(Experiment):
     def defaults(self):
         return merge(common.DEFAULTS, {"train": TRAIN | {"save_params": True}}) | {"data": DATA}  # the synthetic data's fields replaced
 
+    width = "d_m"  # the model's width field
+
     def cells(self, spec: Spec, run=None) -> list[dict]:
-        return common.stepped_cells(spec)
+        """The trained grid, then 0-step cells at ``kernel_widths`` (K₀ only)."""
+        cells = common.stepped_cells(spec)
+        if spec.kernel_widths:
+            k = spec.model_copy(update={"model": spec.model | {self.width: spec.kernel_widths},
+                                        "train": spec.train | {"max_steps": 0}})  # fmt: skip
+            cells += common.stepped_cells(k)
+        return cells
 
     def derive(self, table, spec: Spec):
         """Per run: the quantities of :func:`.analysis.per_run`, and the sign errors of θ_T on the
@@ -263,6 +276,7 @@ class EncoderMnist(Experiment):
         return add_run_columns(table, spec.unstable_at)
 
     def analyse(self, cols, spec: Spec) -> Analysis:
+        full, cols = cols, select_runs(cols, trained(cols))  # the 0-step kernel cells serve the lmin claims only
         r = per_run(cols, spec.unstable_at)
         t = np.asarray(cols["trace_step"][0], float)
         T = t[-1]
@@ -308,9 +322,10 @@ class EncoderMnist(Experiment):
             speed = np.log(q)
         speed_v = speed_verdict(cols, speed, spec.level, ("model.alpha", width_key(cols), "block", "rep"), speed_where)
         w_min = spec.slope_from or 10 * int(np.max(cols["data.N"]))
-        rep_alpha = repeat_ids(cols, ("model.alpha", "block", "rep"))
-        lmin, lmin_slopes = lmin_claims(width, init, r["lambda_min_w_O_0"], rep_alpha, w_min, spec.lmin_margin,
-                                        spec.flat_margin)  # fmt: skip
+        rep_alpha = repeat_ids(full, ("model.alpha", "block", "rep"))
+        lam_w_O = per_run(full, spec.unstable_at)["lambda_min_w_O_0"]
+        lmin, lmin_slopes = lmin_claims(width_of(full), full["model.init"], lam_w_O, rep_alpha, w_min,
+                                        spec.lmin_margin, spec.flat_margin)  # fmt: skip
         said = lambda v, why: rules.Verdict(rules.DESCRIPTIVE, v.measured | {"rule_outcome": v.outcome}, v.rule, why)
 
         claims = [
@@ -367,7 +382,10 @@ class EncoderMnist(Experiment):
             "drift slopes (log–log vs d_m, LeCun/He)": {
                 _label(a): {n: slope_measured(e) for n, e in drift[a].items()} for a in alphas},
             "logit std slopes at θ_T": {_label(a): slope_measured(logits[a]) for a in alphas},
-            "λ_min(K₀) slopes": {k: slope_measured(e) for k, e in lmin_slopes.items()},
+            f"λ_min(K₀^w_O) slopes (width ≥ {w_min})": {k: slope_measured(e) for k, e in lmin_slopes.items()},
+            "λ_min(K₀^w_O) per init and width (median, step 0)": {
+                str(i): {int(w): med(lam_w_O[(full["model.init"] == i) & (width_of(full) == w)])
+                         for w in np.unique(width_of(full))} for i in INITS if (full["model.init"] == i).any()},
             "flagged runs": [{"τ₀": _label(alpha[i]), "init": str(init[i]), "d_m": int(width[i]),
                               "block": int(cols["block"][i]), "rep": int(cols["rep"][i]),
                               "ratio": rounded(r["step_ratio"][i]), "status": str(cols["status"][i]),
@@ -379,6 +397,7 @@ class EncoderMnist(Experiment):
         return Analysis(claims=claims, summary=summary, tables=[table])
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
+        cols = select_runs(cols, trained(cols))
         r = per_run(cols, spec.unstable_at)
         t = np.asarray(cols["trace_step"][0], float)
         L = trace(cols, "train_loss")

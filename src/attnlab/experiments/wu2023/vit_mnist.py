@@ -19,7 +19,10 @@ The ViT is outside the theorem's model (LayerNorm, residuals, an MLP, a trained 
 claim is in the investigation regime, a check of whether the encoder's behaviour carries over.
 
 *Assumed* (the sheet names no ViT configuration): depth 1, one head, MLP ratio 2, mean pooling,
-learned positions, qkv biases; float64.
+learned positions, qkv biases. cpu scale: D = 16 … 128 in float32, probes every 20 epochs (a cell's
+parameters grow ∝ D²); paper scale D = 16 … 1024 in float64. The lmin claims need widths ≥ 10N =
+1000, whose Jacobian (≈ 10⁷ parameters × N samples) does not fit here, so they are descriptive at
+cpu scale (no 0-step kernel cells, unlike the encoder's).
 
 Step. γ_eff = γ·16/D with γ = 0.01, set after a pilot of K₀ spectra (one draw per point, no
 training, N = 100, ``/tmp/vit-pilot``): λ_max(K₀)/N = 93, 199, 553 (LeCun, τ₀ = D^−1/2), 65, 317,
@@ -47,8 +50,10 @@ VIT = {"name": "vit", "depth": 1, "heads": 1, "mlp_ratio": 2.0, "pool": "mean", 
 GRID = {"alpha": list(enc.ALPHAS), "init": list(INITS)}
 SMOKE = dict(data={"N": 8, "n_test": 8}, model={"D": [8, 16], "alpha": list(enc.ALPHAS), "init": "lecun"},
              train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2, gamma=0.002)  # fmt: skip
-CPU = dict(model={"D": [16, 64, 256]} | GRID, reps=3)
-PAPER = dict(data={"N": 200}, model={"D": [16, 64, 256, 1024, 2048]} | GRID, reps=5)
+# cpu: float32 and D ≤ 128 (the parameters grow ∝ D², a D = 256 cell is ≈ 2 min in float64 on 2 cores); no
+# 0-step kernel cells: the Jacobian at D ≥ 10N = 1000 (≈ 10⁷ parameters × N) does not fit in memory here
+CPU = dict(model={"D": [16, 32, 64, 128]} | GRID, train={"dtype": "float32", "log_every": 20}, reps=3)
+PAPER = dict(data={"N": 200}, model={"D": [16, 64, 256, 1024]} | GRID, reps=5)
 
 
 class Spec(enc.Spec):
@@ -57,6 +62,7 @@ class Spec(enc.Spec):
 
 class VitMnist(enc.EncoderMnist):
     id = "wu2023-vit-mnist"
+    width = "D"
     title = "Wu et al. 2023, Sec. 5.2: training loss of a ViT on MNIST across widths, scalings and inits"
     description = __doc__
     Spec = Spec
