@@ -102,15 +102,22 @@ def test_data_gram_floors_beat_gaussian_tokens_and_trends_are_descriptive():
 
 
 def test_the_lazy_width_rules_separate_the_quadratic_from_the_cubic_law():
-    """quadratic-a0.5: a cubic lazy width (H0) fails, a quadratic one (H1) passes; the simulated
-    worlds measure their own k."""
+    """quadratic-a0.5, judged: a cubic lazy width (H0) fails, a quadratic one (H1) passes where the
+    runs' scatter about the drift law is small; at the cpu run's own scatter (the design's noise)
+    it has little power, so by default the claim is reported. The simulated worlds measure their
+    own k."""
     exp = get("wu2023-width")
-    spec = exp.spec("cpu")
-    (row,) = audit.audit(only(exp, "quadratic-a0.5"), spec, "cpu", sims=SIMS)["claims"]
+    spec = exp.spec("cpu", ["judge_bounds=true"])
+    one = only(exp, "quadratic-a0.5")
+    quiet = dataclasses.replace(one.audit, noise=one.audit.noise | {"jitter": 0.1, "sigma": 0.2})
+    (row,) = audit.audit(types.SimpleNamespace(**vars(one) | {"audit": quiet}), spec, "cpu", sims=SIMS)["claims"]
     assert row["false_pass"]["rate"] <= 0.05 and row["power"]["rate"] >= 0.8
+    (row,) = audit.audit(one, exp.spec("cpu"), "cpu", sims=2)["claims"]
+    assert row["descriptive"] and "power" in row["reason"]
+    spec = exp.spec("cpu")
     ca = exp.audit.claims[0]
     for world, k in ((ca.h1.world, 2.0), (ca.h0.world, 3.0)):
-        cols = exp.audit.simulate(world, exp.audit.noise, spec, exp.cells(spec), np.random.default_rng(0))
+        cols = exp.audit.simulate(world, quiet.noise, spec, exp.cells(spec), np.random.default_rng(0))
         got = {c.id: c for c in exp.analyse(cols, spec).claims}["exponent-a0.5"].measured["k"]
         assert got == pytest.approx(k, abs=0.4)
 

@@ -76,7 +76,11 @@ def test_the_censored_law_recovers_the_exponent(k):
 
 
 def test_width_claims_pass_below_the_bound_and_fail_above_it():
-    spec = WIDTH.spec("cpu")
+    """The bound rules, judged (``judge_bounds``); by default they are reported with their outcome."""
+    reported = WIDTH.analyse(width_cols(3.0, level=np.log(48)), WIDTH.spec("cpu"))
+    q = next(c for c in reported.claims if c.id == "quadratic-a0.5")
+    assert q.outcome == "descriptive" and q.measured["rule_outcome"] == "fail" and "power" in q.detail
+    spec = WIDTH.spec("cpu", ["judge_bounds=true"])
     assert outcomes(WIDTH.analyse(width_cols(1.0), spec)) == {
         "quadratic-a0.5": "pass", "cubic-a0.5": "pass", "exponent-a0.5": "descriptive", "target-width-a0.5": "descriptive",
         "quadratic-a1": "pass", "exponent-a1": "descriptive", "target-width-a1": "descriptive"}  # fmt: skip
@@ -88,7 +92,7 @@ def test_width_claims_pass_below_the_bound_and_fail_above_it():
 
 def test_width_claims_are_inconclusive_when_no_width_is_lazy():
     cols = width_cols(1.0, level=30.0)  # every threshold above the grid: k is not bounded
-    got = outcomes(WIDTH.analyse(cols, WIDTH.spec("cpu")))
+    got = outcomes(WIDTH.analyse(cols, WIDTH.spec("cpu", ["judge_bounds=true"])))
     assert {got[c] for c in ("quadratic-a0.5", "cubic-a0.5", "quadratic-a1")} == {"inconclusive"}
 
 

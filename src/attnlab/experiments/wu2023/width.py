@@ -34,9 +34,23 @@ Claims, fixed before any run (per α):
                    above it, else inconclusive. H1 k = 2, H0 k = 3.
   cubic-a0.5       (τ₀ = d_m^−1/2 only) the same against the cubic reading: below 3.5. H1 k = 3,
                    H0 k = 4.
+The bound claims are *descriptive* unless ``judge_bounds``: with the noise of the cpu run plugged
+in (lazy width ≈ 320 at the centre N, σ = 0.39, and a per-run log-scatter of the peak drift of
+0.79 — independent draws at each width make a repeat's lazy/not-lazy sequence ragged), the audit
+gives them power 0.34, 0.30, 0.27 against the least favourable H1 (k exactly 2 or 3), false pass
+0.00: the per-repeat threshold throws away what the other runs of a column say. A pooled fit
+(P(lazy) logistic in log d_m − k·log N over every run, as jiang2024's phase boundary) is the
+redesign that could make them decidable; the measured k and its interval are reported.
 Descriptive (reported, not judged): k itself with its interval (which of the laws N, N², N³ the
 interval excludes), and the exponent of the width that reaches the loss target in the budget
 (an epoch budget is part of that definition; the theorem has none).
+
+Measured at cpu scale (N = 4 … 32, d = 32, widths 2 … 1024, 4 repeats; 9.4 min; a run widened to
+4096 took 27.5 min and gave the same thresholds): the lazy width sits at ≈ 250 … 1000 for every N,
+k = 0.13 [−0.35, 0.61] (τ₀ = d_m^−1/2) and 0.56 [0.38, 0.76] (d_m^−1) — each interval excludes N,
+N² and N³; every run with d_m ≥ 8 reaches L_T/L₀ < 10⁻⁶. In simulation at the run's own noise the
+estimator is unbiased (k = 0, 0.5, 1, 2, 3 read back as −0.03, 0.48, 1.07, 1.95, 3.18 over 6 draws
+each) with a spread of ≈ 0.4.
 """
 
 from __future__ import annotations
@@ -69,6 +83,9 @@ class Spec(ExperimentSpec):
         0.5, description="a bound's claim passes when k's interval lies below bound + k_split (midway to the "
         "next integer law) and fails above it")  # fmt: skip
     level: float = Field(0.95, gt=0, lt=1, description="confidence level of k's profile-likelihood interval")
+    judge_bounds: bool = Field(
+        False, description="judge the quadratic/cubic bound claims (else reported: `attnlab audit` gives the "
+        "per-repeat threshold rule power 0.27–0.34 at the cpu design with its run's own noise)")
 
 
 def lr(spec: Spec, d_m: int) -> float:
@@ -151,6 +168,16 @@ def bound_verdict(fit: dict, bound: float, split: float, name: str) -> rules.Ver
     return rules.Verdict(outcome, m, rule, "" if outcome != rules.INCONCLUSIVE else f"interval straddles {cut:g}")
 
 
+BOUND_WHY = ("`attnlab audit wu2023-width --from` the cpu run gives the per-repeat threshold rule power 0.27–0.34 "
+             "against k exactly at the bound (per-run log-scatter of the peak drift 0.79), false pass 0.00; the "
+             "rule's outcome is reported, judged with --set judge_bounds=true on a design whose audit has power")
+
+
+def reported(v: rules.Verdict, why: str) -> rules.Verdict:
+    """A verdict its design cannot decide: descriptive, the rule's outcome kept beside the measurement."""
+    return rules.Verdict(rules.DESCRIPTIVE, v.measured | {"rule_outcome": v.outcome}, v.rule, why)
+
+
 def _tag(a: float) -> str:
     return "a1" if a == 1 else f"a{a:g}"
 
@@ -159,9 +186,9 @@ def _tag(a: float) -> str:
 
 
 N_CPU = [4, 8, 16, 32]
-# below N the runs are never lazy (measured: the lazy width sits at ≈ 250 … 1000 for every N ≤ 32), so the
-# grid is coarse there and octaves from 128 up to 4096 = 4·32², where a quadratic law puts N = 32's lazy width
-D_M_CPU = [2, 8, 32, 128, 256, 512, 1024, 2048, 4096]
+# octaves up to 1024 = 32² (9.4 min on 2 cores). Measured: widening to 4096 (27.5 min) moves no threshold (every
+# run at 2048 and 4096 is lazy) and leaves the bound rules' audit power at 0.27–0.34 (0.25–0.38 here)
+D_M_CPU = [2**i for i in range(1, 11)]
 D_M_PAPER = [2**i for i in range(1, 13)]
 
 
@@ -203,6 +230,7 @@ class Width(Experiment):
                          "diverged runs": int(np.sum(cols["status"] == "diverged")),
                          "epochs": int(cols["train.max_steps"][0]), "lazy drift": spec.lazy_drift}  # fmt: skip
         claims = []
+        bound = (lambda v: v) if spec.judge_bounds else (lambda v: reported(v, BOUND_WHY))
         for a in np.unique(alpha):
             s = alpha == a
             lazy_law, reach_law = law(cols, is_lazy, s, spec.level), law(cols, reach, s, spec.level)
@@ -212,11 +240,12 @@ class Width(Experiment):
             claims.append(Claim.of(
                 f"quadratic-{tag}", f"τ₀ = d_m^−{a:g}: the width at which training becomes lazy grows no faster "
                 f"than the quadratic sufficient width (d_lazy ∝ N^k, k < {spec.k_quadratic + spec.k_split:g})",
-                bound_verdict(lazy_law, spec.k_quadratic, spec.k_split, "quadratic")))  # fmt: skip
+                bound(bound_verdict(lazy_law, spec.k_quadratic, spec.k_split, "quadratic"))))  # fmt: skip
             if a == 0.5:
                 claims.append(Claim.of(
                     f"cubic-{tag}", f"τ₀ = d_m^−1/2: the lazy width grows no faster than the cubic reading "
-                    f"(k < {spec.k_cubic + spec.k_split:g})", bound_verdict(lazy_law, spec.k_cubic, spec.k_split, "cubic")))  # fmt: skip
+                    f"(k < {spec.k_cubic + spec.k_split:g})",
+                    bound(bound_verdict(lazy_law, spec.k_cubic, spec.k_split, "cubic"))))  # fmt: skip
             claims.append(Claim.of(
                 f"exponent-{tag}", f"τ₀ = d_m^−{a:g}: the exponent k of the lazy width d_lazy ∝ N^k",
                 _descriptive(lazy_law, "reported with its interval and the laws N, N², N³ it excludes")))  # fmt: skip
