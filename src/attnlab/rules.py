@@ -65,6 +65,11 @@ class Verdict:
     def as_dict(self) -> dict:
         return {"outcome": self.outcome, "measured": self.measured, "rule": self.rule, "detail": self.detail}
 
+    def reported(self, why: str) -> Verdict:
+        """This verdict as a measurement its design cannot decide: descriptive, with the rule's
+        outcome kept beside the numbers (``rule_outcome``) and ``why`` as the reason."""
+        return Verdict(DESCRIPTIVE, self.measured | {"rule_outcome": self.outcome}, self.rule, why)
+
 
 def equivalence(value: float, lo: float, hi: float, margin: tuple[float, float], name: str = "value") -> Verdict:
     """Interval-inclusion (equivalence) test: does the interval [lo, hi] lie inside the margin [a, b]?

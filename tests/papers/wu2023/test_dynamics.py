@@ -222,8 +222,8 @@ def test_init_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
         "speed-gamma": "descriptive", "speed-ratio": "descriptive"}  # fmt: skip
     a = exp.analyse(init_columns(), exp.spec("cpu"))
     sg, sr = (next(c for c in a.claims if c.id == i) for i in ("speed-gamma", "speed-ratio"))
-    assert sg.measured["sign_test"] == "pass" and "constant factor" in sg.detail
-    assert sr.measured["sign_test"] == "pass" and "no prediction" in sr.detail
+    assert sg.measured["rule_outcome"] == "pass" and "constant factor" in sg.detail
+    assert sr.measured["rule_outcome"] == "pass" and "no prediction" in sr.detail
     # the w_O block from 10N = 1000 on: ∝ d_m; every block from N on: pre-asymptotic (the O(1) part), reported only
     assert a.summary["λ_min(K₀^w_O) slopes (d_m ≥ 1000)"]["lecun"]["slope"] == pytest.approx(1.0, abs=0.1)
     assert a.summary["λ_min(K₀) slopes, every block (d_m ≥ 100, descriptive)"]["lecun"]["slope"] < 0.8
@@ -237,7 +237,7 @@ def test_init_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     slower = {"gamma": {"lecun": 0.9, "he": 0.05, "ntk": 0.1}, "ratio": {"lecun": 0.9, "he": 0.9, "ntk": 0.1}}
     bad = outcomes(exp, init_columns(q=slower))
     sr = next(c for c in exp.analyse(init_columns(q=slower), exp.spec("cpu")).claims if c.id == "speed-ratio")
-    assert bad["speed-gamma"] == "descriptive" and sr.measured["sign_test"] == "fail"  # LeCun slower
+    assert bad["speed-gamma"] == "descriptive" and sr.measured["rule_outcome"] == "fail"  # LeCun slower
 
 
 def test_cells_set_the_normalised_step_and_init_calibrates_on_the_same_gamma_runs():

@@ -90,7 +90,7 @@ Claims:
   lmin-ntk              the same slope inside ``flat_margin`` [−0.5, 0.5] (flat; midway to ∝ d_m)
   speed-gamma           LeCun and He converge faster than NTK init at the same γ: *descriptive*.
           The paired one-sided sign tests over matched (width, block, rep) cells of
-          log(L_T/L_0)_ntk − log(L_T/L_0)_init > 0 are reported (outcome under ``sign_test``), not
+          log(L_T/L_0)_ntk − log(L_T/L_0)_init > 0 are reported (outcome under ``rule_outcome``), not
           judged: LeCun/He's kernel is larger by the parameterisations' constant factor, which
           alone makes them faster at one γ whether or not λ_min(K_0) ∝ d_m (the audit's H0, a
           constant factor only, passed 1.0); the width law is the lmin-* claims'. A decidable
@@ -147,7 +147,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from attnlab import plots, rules
+from attnlab import plots
 from attnlab.errors import AttnlabError
 from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
@@ -419,7 +419,7 @@ class InitComparison(Experiment):
                  for name in INITS if (s := (init == name) & (width >= N)).any()}  # fmt: skip
         per = {c: speed_verdict(cols, speed, spec.level, where=cmp == c) for c in ("gamma", "ratio")}
         for c, why in (("gamma", SPEED_GAMMA_WHY), ("ratio", SPEED_RATIO_WHY)):
-            per[c] = rules.Verdict(rules.DESCRIPTIVE, per[c].measured | {"sign_test": per[c].outcome}, per[c].rule, why)
+            per[c] = per[c].reported(why)
         claims.append(Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ",
                                per["gamma"]))  # fmt: skip
         claims.append(Claim.of("speed-ratio", f"LeCun and He init converge faster than NTK init at the same "

@@ -335,27 +335,26 @@ class EncoderMnist(Experiment):
         lam_w_O = per_run(full, spec.unstable_at)["lambda_min_w_O_0"]
         lmin, lmin_slopes = lmin_claims(width_of(full), full["model.init"], lam_w_O, rep_alpha, w_min,
                                         spec.lmin_margin, spec.flat_margin)  # fmt: skip
-        said = lambda v, why: rules.Verdict(rules.DESCRIPTIVE, v.measured | {"rule_outcome": v.outcome}, v.rule, why)
 
         claims = [
             Claim.of("converge", f"LeCun/He: the training loss falls to ≤ {spec.target:g}·L_0 within {T:g} epochs at "
-                     "every width and both scalings", said(converge_verdict(groups, spec.target), CONVERGE_WHY)),
+                     "every width and both scalings", converge_verdict(groups, spec.target).reported(CONVERGE_WHY)),
             linear_claim("LeCun/He: the training loss converges at a linear (geometric) rate", cols, L, ok & learner,
                          spec, T)[0],
             stability_claim(r, spec),
             Claim.of("drift-kernel", "LeCun/He: the NTK moves less during training as the width grows (both τ₀)",
-                     said(drift_v["kernel"], DRIFT_KERNEL_WHY)),
+                     drift_v["kernel"].reported(DRIFT_KERNEL_WHY)),
             Claim.of("drift-weight", "LeCun/He: the weights move less (relative to θ₀) as the width grows (both τ₀)",
                      drift_v["weight"]),
             Claim.of("drift-alpha", "LeCun/He: the NTK moves less under τ₀ = d_m^−1 than under d_m^−1/2",
-                     said(alpha_v, DRIFT_ALPHA_WHY)),
+                     alpha_v.reported(DRIFT_ALPHA_WHY)),
             Claim.of("logits", "the logit std at θ_T shrinks like d_m^−1/2 under τ₀ = d_m^−1 and stays flat under "
-                     "d_m^−1/2", said(logit_v, LOGITS_WHY)),
+                     "d_m^−1/2", logit_v.reported(LOGITS_WHY)),
             Claim.of("uniform", "at the largest width the attention of τ₀ = d_m^−1 is near uniform and that of "
                      "d_m^−1/2 is not", gap_verdict(gap, spec.tv_gap, top)),
             Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ_eff",
-                     said(speed_v, dynamics.SPEED_GAMMA_WHY + "; pairs over (τ₀, d_m, block, rep) whose LeCun/He run "
-                          "is predicted stable")),
+                     speed_v.reported(dynamics.SPEED_GAMMA_WHY + "; pairs over (τ₀, d_m, block, rep) whose LeCun/He "
+                                      "run is predicted stable")),
             *lmin,
         ]  # fmt: skip
 

@@ -173,10 +173,6 @@ BOUND_WHY = ("`attnlab audit wu2023-width --from` the cpu run gives the per-repe
              "rule's outcome is reported, judged with --set judge_bounds=true on a design whose audit has power")
 
 
-def reported(v: rules.Verdict, why: str) -> rules.Verdict:
-    """A verdict its design cannot decide: descriptive, the rule's outcome kept beside the measurement."""
-    return rules.Verdict(rules.DESCRIPTIVE, v.measured | {"rule_outcome": v.outcome}, v.rule, why)
-
 
 def _tag(a: float) -> str:
     return "a1" if a == 1 else f"a{a:g}"
@@ -230,7 +226,7 @@ class Width(Experiment):
                          "diverged runs": int(np.sum(cols["status"] == "diverged")),
                          "epochs": int(cols["train.max_steps"][0]), "lazy drift": spec.lazy_drift}  # fmt: skip
         claims = []
-        bound = (lambda v: v) if spec.judge_bounds else (lambda v: reported(v, BOUND_WHY))
+        bound = (lambda v: v) if spec.judge_bounds else (lambda v: v.reported(BOUND_WHY))
         for a in np.unique(alpha):
             s = alpha == a
             lazy_law, reach_law = law(cols, is_lazy, s, spec.level), law(cols, reach, s, spec.level)
