@@ -177,3 +177,22 @@ def test_settle_claims_read_each_pair_in_either_order():
     results["floor"]["differences of p (paired)"] = pair(0.8, 0.4, 1.4)
     results["floor"]["learners"]["vit"] = learner(4.1, -5.0)
     assert [c.outcome for c in exp._claims(results, spec)] == ["fail", "fail"]
+
+
+def test_settle_same_law_is_reported_unless_judged():
+    """free-same-as-linear: the band rule's outcome is kept beside the measurement (its audit's power
+    at the cpu design is 0.76); with judge_same_law it is the verdict."""
+    exp = get("li2023-settle")
+    learner = lambda p, ll: {"exponent": {"p": p, "ci95": [p - 0.4, p + 0.4], "loglik p=2 minus p=4": ll}}
+    same = {"vit − linear": {"value": 0.3, "ci95": [-0.5, 1.1], "ci99": [-0.7, 1.3]}}
+    results = {"free": {"learners": {"vit": learner(4.5, -30.0), "linear": learner(4.3, -25.0)},
+                        "differences of p (paired)": same}}  # fmt: skip
+    law, reported = exp._claims(results, exp.spec("cpu"))
+    assert law.outcome == "fail" and reported.id == "free-same-as-linear"
+    assert reported.outcome == "descriptive" and reported.measured["rule_outcome"] == "pass" and "0.76" in reported.detail
+    (_, judged) = exp._claims(results, exp.spec("cpu", ["judge_same_law=true"]))
+    assert judged.outcome == "pass"
+    far = {"vit − linear": {"value": -2.5, "ci95": [-3.0, -2.0], "ci99": [-3.2, -1.8]}}
+    (_, judged) = exp._claims(results | {"free": results["free"] | {"differences of p (paired)": far}},
+                              exp.spec("cpu", ["judge_same_law=true"]))  # fmt: skip
+    assert judged.outcome == "fail"
