@@ -19,7 +19,7 @@ The ViT is outside the theorem's model (LayerNorm, residuals, an MLP, a trained 
 claim is in the investigation regime, a check of whether the encoder's behaviour carries over.
 
 *Assumed* (the sheet names no ViT configuration): depth 1, one head, MLP ratio 2, mean pooling,
-learned positions, qkv biases. cpu scale: D = 16 … 128 in float32, probes every 20 epochs (a cell's
+learned positions, qkv biases. cpu scale: D = 16 … 64 in float32, probes every 20 epochs (a cell's
 parameters grow ∝ D²); paper scale D = 16 … 1024 in float64. The lmin claims need widths ≥ 10N =
 1000, whose Jacobian (≈ 10⁷ parameters × N samples) does not fit here, so they are descriptive at
 cpu scale (no 0-step kernel cells, unlike the encoder's).
@@ -34,12 +34,13 @@ recorded per run as γ_eff·λ_max(K₀)/N, and a run above 2 is flagged.
 λ_min(K₀) at D = 16, 64, 256 (LeCun, τ₀ = D^−1/2): 0.29, 1.3, 11; of the head block 0 below D = N
 and 0.43 at 256.
 
-Measured at cpu scale (72 cells, 18.5 min with tests sharing the cores; ``results/wu2023-vit-mnist-cpu``):
-linear fails — 17 of 45 unflagged LeCun/He runs favour geometric decay by log LR ≥ log 32, 23 the
-power law (median log LR −3.6), sign test p = 0.96 (its audit: power 1.00, false pass 0.00); stability
-passes (69/69, 3 He runs flagged at ratios up to 4.4); drift-weight passes (slopes −0.94, −1.02);
-uniform passes (attention TV gap 0.39 [0.31, 0.47] at D = 128). Reported: L_T/L_0 0.045 … 0.16
-(D^−1/2) and 0.14 … 0.27 (D^−1); logit std flat under D^−1/2 (−0.01) and ∝ D^−0.53 under D^−1.
+Measured at cpu scale (D = 16, 32, 64; 54 cells, 3.7 min; ``results/wu2023-vit-mnist-cpu``): linear
+fails — 16 of 33 unflagged LeCun/He runs favour geometric decay by log LR ≥ log 32, 13 the power
+law, sign test p = 0.64 (its audit: power 1.00, false pass 0.00; a run with D = 128 too, 18.5 min
+on shared cores: 17 of 45 linear, 23 power law); stability passes (51/51, 3 He runs flagged at
+ratios up to 4.4); drift-weight passes (slopes −0.95, −0.93); uniform passes (attention TV gap 0.32
+[0.23, 0.41] at D = 64). Reported: L_T/L_0 0.045 … 0.16 (D^−1/2) and 0.18 … 0.27 (D^−1); logit std
+flat under D^−1/2 (−0.01) and ∝ D^−0.52 under D^−1.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ VIT = {"name": "vit", "depth": 1, "heads": 1, "mlp_ratio": 2.0, "pool": "mean", 
 GRID = {"alpha": list(enc.ALPHAS), "init": list(INITS)}
 SMOKE = dict(data={"N": 8, "n_test": 8}, model={"D": [8, 16], "alpha": list(enc.ALPHAS), "init": "lecun"},
              train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2, gamma=0.002)  # fmt: skip
-# cpu: float32 and D ≤ 128 (the parameters grow ∝ D², a D = 256 cell is ≈ 2 min in float64 on 2 cores); no
+# cpu: float32 and D ≤ 64 (the parameters grow ∝ D²: with D = 128 the run took 18.5 min, half of it at 128); no
 # 0-step kernel cells: the Jacobian at D ≥ 10N = 1000 (≈ 10⁷ parameters × N) does not fit in memory here
-CPU = dict(model={"D": [16, 32, 64, 128]} | GRID, train={"dtype": "float32", "log_every": 20}, reps=3)
+CPU = dict(model={"D": [16, 32, 64]} | GRID, train={"dtype": "float32", "log_every": 20}, reps=3)
 PAPER = dict(data={"N": 200}, model={"D": [16, 64, 256, 1024]} | GRID, reps=5)
 
 
