@@ -108,3 +108,13 @@ def assert_same_rows(a: pa.Table, b: pa.Table, skip=("seconds",)):
     for c in a.column_names:
         if c not in skip:
             assert bits(a.column(c).to_pylist()) == bits(b.column(c).to_pylist()), c
+
+
+def use_part(monkeypatch, obj, name: str | None = None) -> None:
+    """Register ``obj`` (a part) under ``name`` for one test (the registry is restored after)."""
+    from attnlab import registry
+
+    kind = registry.kind_of(obj)
+    registry.registered(kind)  # attnlab's own first, so they do not collide with this one later
+    monkeypatch.setitem(registry._REGISTRY[kind], name or obj.name, obj)
+    monkeypatch.setattr(registry, "_ORIGIN", dict(registry._ORIGIN))

@@ -152,37 +152,72 @@ def _print_plan(exp, spec) -> None:
               highlight=False, soft_wrap=True)  # fmt: skip
 
 
-@app.command("show")
-def show_cmd(
-    name: Annotated[str, typer.Argument(metavar="ID|KIND:PART", help="an experiment id, or a part such as "
-                                        "model:jiang2024, data:li2023, train:recipe")],  # fmt: skip
+@app.command("fields")
+def fields_cmd(
+    name: Annotated[str, typer.Argument(metavar="ID|KIND.PART", help="an experiment id, or a part: model.jiang2024, "
+                                        "data.li2023, model.my_parts:LINEAR (an outside one), train")],  # fmt: skip
     scale: Annotated[str, typer.Option(help=f"the experiment's scale whose values are shown: {', '.join(SCALES)}")] = "cpu",
 ) -> None:
-    """The fields of an experiment (with their values at a scale, grid axes marked) or of a part
-    (with their defaults), each with its description: what --set and TOML accept."""
+    """Every field of an experiment (its values at a scale, grid axes marked) or of a part (type,
+    default, allowed values, role and meaning): what --set and TOML accept."""
     from attnlab import problem as P
     from attnlab.report import fmt_text, spec_rows
 
+    kind, _, part_name = name.partition(".")
     try:
-        kind, _, part_name = name.partition(":")
-        if part_name and kind in P.PART_KINDS:
-            Spec = P.part_spec(kind, part_name)
-            rows = [(f"{kind}.{f}", info.get_default(call_default_factory=True), False, info.description or "")
-                    for f, info in Spec.model_fields.items()]  # fmt: skip
-            title = f"{name}: {len(rows)} fields (defaults)"
-        else:
-            exp = get(name)
-            rows = spec_rows(exp.spec(scale))
-            title = f"{exp.id} ({scale}, {exp.regime}): {exp.title}"
+        if name == "train" or kind in P.PART_KINDS and part_name:
+            config = P.part_config(kind, part_name or None)
+            table = Table(title=f"{name}: {len(config.fields())} fields")
+            for col in ("field", "type", "default", "allowed", "role", "description"):
+                table.add_column(col, overflow="fold", no_wrap=col in ("field", "type", "role"))
+            for r in config.describe():
+                table.add_row(f"{kind}.{r['field']}", r["type"], fmt_text(r["default"]), r["allowed"], r["role"],
+                              r["description"])  # fmt: skip
+            out.print(table)
+            return
+        exp = get(name)
+        rows = spec_rows(exp.spec(scale))
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
-    table = Table(title=title)
+    table = Table(title=f"{exp.id} ({scale}, {exp.regime}): {exp.title}")
     for col in ("field", "value", "", "description"):
         table.add_column(col, overflow="fold")
     for field, value, axis, doc in rows:
         table.add_row(field, fmt_text(value), "axis" if axis else "", doc)
     out.print(table)
+
+
+@app.command("check-part")
+def check_part_cmd(
+    name: Annotated[str, typer.Argument(metavar="MODEL", help="a model: a registered name or package.module:ATTRIBUTE")],
+    data: Annotated[str, typer.Option(help="the data model whose samples it is checked on")] = "jiang2024",
+    sets: Annotated[list[str] | None, typer.Option("--set", help="a field of the checked cell: model.d_h=8, "
+                                                   "data.M=4 (repeatable)")] = None,  # fmt: skip
+) -> None:
+    """Check a model's declared fast paths (fast_apply, dual) against its plain apply: values and
+    gradients on a few parameter draws and real samples, in float64. Exit 1 on a mismatch."""
+    import tomllib
+
+    from attnlab import fastcheck
+
+    fields = {}
+    for item in sets or []:
+        key, eq, text = item.partition("=")
+        if not eq:
+            err.print(f"error: --set {item}: expected FIELD=VALUE", highlight=False, markup=False)
+            raise typer.Exit(2)
+        try:
+            fields[key.strip()] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            fields[key.strip()] = text
+    try:
+        errors = fastcheck.check_part(name, data, fields)
+    except AttnlabError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(1 if "differs from its apply" in str(e) else 2) from None
+    for path, e in errors.items():
+        out.print(f"{name}: {path} = apply (largest relative error {e:.2g}, tolerance {fastcheck.RTOL:g})", highlight=False)
 
 
 @app.command("audit")

@@ -52,11 +52,37 @@ PART_KINDS = ("data", "model", "train")
 INT32_MAX = 2**31 - 1  # integer fields become int32 in the compiled programs
 
 
-class PartSpec(BaseModel):
-    """Base of every part's fields: unknown fields, NaN and inf are errors, and an integer must
-    fit the int32 it becomes in the compiled programs."""
+# ---------------------------------------------------------------- a part's typed config
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+ROLES = ("static", "batched", "size", "shape")
+
+
+def batched(default: Any = ..., **kw) -> Any:
+    """A field that is a per-cell input of the compiled program (cells differing in it share one)."""
+    return Field(default, json_schema_extra={"role": "batched"}, **kw)
+
+
+def size(default: Any = ..., **kw) -> Any:
+    """A batched size field (a sample count): a chunk pads it to its largest value."""
+    return Field(default, json_schema_extra={"role": "size"}, **kw)
+
+
+def from_data(key: str, description: str) -> Any:
+    """A model field set from the data model's input shape (``key``: "tokens" or "d"), never by
+    the user and never part of a cell; None until the model is bound to a data model."""
+    return Field(None, exclude=True, json_schema_extra={"role": "shape", "key": key}, description=description)
+
+
+class PartConfig(BaseModel):
+    """A part's one typed config: its fields with types, defaults, constraints and meanings, and
+    each field's role, marked inline: plain ``Field`` (static: fixes shapes or the compiled
+    program, so a bucket shares it), :func:`batched`, :func:`size` or :func:`from_data`. The
+    static/batched split and a model's hyperparameters (``bind``) are derived from it, and it
+    is validated here only. Unknown fields, NaN and inf are errors; an integer must fit the int32
+    it becomes in the compiled programs. Frozen (hashable) once validated: a validator that
+    resolves a value (e.g. a width 0 meaning d) does so with :meth:`_resolve`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
     @model_validator(mode="after")
     def _int32(self):
@@ -66,36 +92,113 @@ class PartSpec(BaseModel):
                 raise ValueError(f"{name}: {v} does not fit an int32 (|value| ≤ {INT32_MAX:,})")
         return self
 
+    def _resolve(self, **values) -> None:
+        """Set resolved values while validating (the instance is frozen afterwards)."""
+        self.__dict__.update(values)
+
+    @classmethod
+    def role(cls, name: str) -> str:
+        extra = cls.model_fields[name].json_schema_extra
+        return extra.get("role", "static") if isinstance(extra, dict) else "static"
+
+    @classmethod
+    def fields(cls) -> dict[str, Any]:
+        """The fields a user may set (name -> pydantic FieldInfo): all but those from the data."""
+        return {k: f for k, f in cls.model_fields.items() if cls.role(k) != "shape"}
+
+    @classmethod
+    def with_role(cls, *roles: str) -> tuple[str, ...]:
+        """The stored fields (those a cell holds) of the given roles, in declaration order."""
+        return tuple(k for k, f in cls.model_fields.items() if not f.exclude and cls.role(k) in roles)
+
+    @classmethod
+    def describe(cls) -> list[dict[str, Any]]:
+        """One row per field a user may set: name, type, default, allowed values, role (static,
+        batched, size, or resolved: it sets other fields and is not stored), meaning."""
+        return [{"field": k, "type": _type_name(f.annotation), "default": f.get_default(call_default_factory=True),
+                 "allowed": _allowed(f), "role": "resolved" if f.exclude else cls.role(k), "description": f.description or ""}
+                for k, f in cls.fields().items()]  # fmt: skip
+
+    @classmethod
+    def bind(cls, s: dict, shape: dict):
+        """The config of a cell's static fields ``s`` bound to the data model's input ``shape``
+        ({"tokens": …, "d": …}): a model's hyperparameters, every from_data field set."""
+        keys = {k: f.json_schema_extra["key"] for k, f in cls.model_fields.items() if cls.role(k) == "shape"}
+        return cls(**s, **{k: shape[key] for k, key in keys.items()})
+
+
+def _type_name(annotation) -> str:
+    import typing
+
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is Literal:
+        return "choice"
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _type_name(args[0])
+    if args and typing.get_origin(annotation) is not dict:
+        return " | ".join(_type_name(a) for a in args) + (" | none" if type(None) in typing.get_args(annotation) else "")
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _allowed(info) -> str:
+    """The values a field accepts beyond its type: a Literal's choices, or its bounds."""
+    import typing
+
+    def walk(annotation, metadata):
+        if typing.get_origin(annotation) is Literal:
+            return ", ".join(repr(a) for a in typing.get_args(annotation))
+        bounds = [f"{op} {getattr(m, attr)}" for m in metadata for attr, op in
+                  (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")) if hasattr(m, attr)]  # fmt: skip
+        if bounds:
+            return " and ".join(bounds)
+        for a in typing.get_args(annotation):
+            inner = walk(a, getattr(a, "__metadata__", ()))
+            if inner:
+                return inner
+        return ""
+
+    return walk(info.annotation, info.metadata)
+
 
 @dataclass(frozen=True)
 class DataModel:
     """A data model. ``make(key, v, s, pads, shared, dtype)`` returns the training set padded to
     ``pads`` (X: a per-sample pytree with leading axis n_pad, y, mask) and the test set; ``v``
-    holds its batched fields, ``s`` its static ones. Samples are either generated inside the
-    compiled program (``shared`` is None) or indexed out of arrays held once per bucket
-    (``shared(s)`` returns them; ``make`` takes a per-cell index subset)."""
+    holds its batched fields, ``s`` its static ones (both as named by ``config``). Samples are
+    either generated inside the compiled program (``shared`` is None) or indexed out of arrays
+    held once per bucket (``shared(s)`` returns them; ``make`` takes a per-cell index subset)."""
 
     name: str
     version: int  # bump when a change alters what a given cell computes
-    Spec: type[PartSpec]
-    static: tuple[str, ...]
-    batched: tuple[str, ...]
-    sizes: tuple[str, ...]  # padded size fields (⊂ batched): a chunk pads each to its largest value
+    config: type[PartConfig]
     input_shape: Callable[[dict], dict]  # static fields -> {"tokens": M, "d": d}
     make: Callable[..., dict]
     footprint: Callable[[dict, dict], tuple[int, int]]  # (static, pads) -> (samples evaluated, bytes of data)
     shared: Callable[[dict], Any] | None = None
     n_train: str = "N"  # the size field that counts the training samples (X's leading axis, padded)
 
+    @property
+    def static(self) -> tuple[str, ...]:
+        return self.config.with_role("static")
+
+    @property
+    def batched(self) -> tuple[str, ...]:
+        return self.config.with_role("batched", "size")
+
+    @property
+    def sizes(self) -> tuple[str, ...]:
+        """The padded size fields (⊂ batched): a chunk pads each to its largest value."""
+        return self.config.with_role("size")
+
 
 @dataclass(frozen=True)
 class Model:
-    """A model: ``hparams(s, shape)`` -> its frozen Hparams; ``init(key, hp, dtype)``;
-    ``apply(params, x, hp) -> (f, aux)`` for one sample; ``trainable(hp)``; ``groups(hp)``:
-    learning-rate group -> parameter names; ``sizes(hp)``: (parameter count, activations per
-    sample) for memory estimates.
+    """A model: ``config`` its hyperparameters (:class:`PartConfig`, the input shape's fields
+    :func:`from_data`); ``init(key, hp, dtype)``; ``apply(params, x, hp) -> (f, aux)`` for one
+    sample; ``trainable(hp)``; ``groups(hp)``: learning-rate group -> parameter names;
+    ``sizes(hp)``: (parameter count, activations per sample) for memory estimates.
 
-    Fast paths (used when ``train.fast``, each exact and tested against the plain path):
+    Fast paths (used when ``train.fast``, each exact and checked against the plain path):
     ``fast_apply(params, x, hp)``, the same function computed more cheaply; ``dual(hp)``, the
     model's :class:`attnlab.train.Dual` form for full-batch gd / momentum. ``fast_of`` is the
     plain ``apply`` they are exact for (set to ``apply`` when omitted): a part derived with
@@ -105,10 +208,7 @@ class Model:
 
     name: str
     version: int
-    Spec: type[PartSpec]
-    static: tuple[str, ...]
-    batched: tuple[str, ...]
-    hparams: Callable[[dict, dict], Any]
+    config: type[PartConfig]
     init: Callable[..., dict]
     apply: Callable[..., tuple]
     trainable: Callable[[Any], tuple[str, ...]]
@@ -127,8 +227,20 @@ class Model:
         """Are the fast paths exact for this part's ``apply``?"""
         return self.fast_of is self.apply
 
+    @property
+    def static(self) -> tuple[str, ...]:
+        return self.config.with_role("static")
 
-class Recipe(PartSpec):
+    @property
+    def batched(self) -> tuple[str, ...]:
+        return self.config.with_role("batched", "size")
+
+    def hparams(self, s: dict, shape: dict):
+        """The model's hyperparameters: its static fields ``s`` bound to the input ``shape``."""
+        return self.config.bind(s, shape)
+
+
+class Recipe(PartConfig):
     """The training recipe (the trainer's own fields, shared by every paper).
 
     Warm start (any model): ``init_from`` names an .npz of parameters (e.g. a pretraining cell's
@@ -148,7 +260,7 @@ class Recipe(PartSpec):
         "(with the squared loss ℓ = ½(f − y)², the ½·Σ of a paper that sums); recorded losses are means either way")
     optimizer: Literal["gd", "momentum", "adam"] = Field("gd", description="optimiser")
     momentum: float = Field(0.9, ge=0, lt=1, description="momentum (optimizer = momentum)")
-    lr: PositiveFloat = Field(0.1, description="learning rate")
+    lr: PositiveFloat = batched(0.1, description="learning rate")
     lr_mult: dict[str, PositiveFloat] = Field(
         default_factory=dict, description="learning-rate multiplier per parameter group, e.g. lr_mult.QK=3"
     )
@@ -186,7 +298,7 @@ class Recipe(PartSpec):
         if self.init_sha256 and not self.init_from:
             raise ValueError("train.init_sha256: given without train.init_from (the file it is the digest of)")
         if self.init_from and not self.init_sha256:
-            self.init_sha256 = read_params(self.init_from)[1]
+            self._resolve(init_sha256=read_params(self.init_from)[1])
         return self
 
     @model_serializer(mode="wrap")
@@ -203,8 +315,6 @@ class Recipe(PartSpec):
 
 
 RECIPE_VERSION = 4
-RECIPE_STATIC = tuple(f for f in Recipe.model_fields if f not in ("lr", "lr_mult"))
-RECIPE_BATCHED = ("lr",)
 
 
 def params_sha256(params: dict) -> str:
@@ -291,42 +401,6 @@ class Context:
     apply: Callable  # (params, x) -> (f, aux) for one sample
 
 
-@functools.cache
-def registry() -> dict[str, dict[str, Any]]:
-    """Every registered part, by kind and name."""
-    from attnlab.data import images as d_images
-    from attnlab.data import jiang2024 as d_jiang
-    from attnlab.data import li2023 as d_li
-    from attnlab.data import pool as d_pool
-    from attnlab.data import wu2023 as d_wu
-    from attnlab.experiments.jiang2024 import probes as p_jiang
-    from attnlab.experiments.li2023 import probes as p_li
-    from attnlab.experiments.wu2023 import probes as p_wu
-    from attnlab.models import jiang2024 as m_jiang
-    from attnlab.models import li2023 as m_li
-    from attnlab.models import vit as m_vit
-    from attnlab.models import wu2023 as m_wu
-
-    parts = {
-        "data": {p.name: p for p in (d_jiang.PART, d_images.PART, d_li.PART, d_pool.PART, d_wu.PART)},
-        "model": {
-            p.name: p
-            for p in (m_jiang.PART, m_li.PART_VIT, m_li.PART_CNN, m_li.PART_LINEAR, m_vit.PART, m_wu.PART)
-        },
-        "probes": {p.name: p for p in (p_jiang.PROBES, p_li.PROBES, p_wu.PROBES)},
-    }
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="attnlab.parts"):  # installed packages' parts, under their own names
-        obj = ep.load()
-        kind = next((k for k, t in PART_TYPES.items() if isinstance(obj, t)), None)
-        if kind is None or obj.name in parts[kind]:
-            raise AttnlabError(f"entry point attnlab.parts {ep.name!r}: not a part, or its name {getattr(obj, 'name', '?')!r} "
-                               f"is taken")  # fmt: skip
-        parts[kind][obj.name] = obj
-    return parts
-
-
 def tokens(x) -> tuple[Any, Any]:
     """(tokens (L, d), token mask (L,) bool or None) of a per-sample input: a plain token array,
     or a pytree {"tokens": …, "mask": … (optional), metadata …}. Models read their input through
@@ -336,40 +410,16 @@ def tokens(x) -> tuple[Any, Any]:
     return x, None
 
 
-PART_TYPES = {"data": DataModel, "model": Model, "probes": ProbeSet}
-
-
 def part(kind: str, name: str):
-    """The registered part ``name`` of ``kind``, or a plugin: ``"module:ATTRIBUTE"`` names a part
-    defined outside attnlab (``mymodels:LINEAR_SOFTMAX`` is ``LINEAR_SOFTMAX`` of the importable
-    module ``mymodels``; it must be importable wherever cells train, Ray workers included).
-    Installed packages may also register parts under the entry-point group ``attnlab.parts``."""
-    parts = registry()[kind]
-    if name in parts:
-        return parts[name]
-    if isinstance(name, str) and ":" in name:
-        return _plugin(kind, name)
-    raise AttnlabError(f"{kind}.name: unknown {kind} {name!r}; valid: {', '.join(parts)}, or module:ATTRIBUTE of "
-                       f"a part defined in your own module")  # fmt: skip
+    """The part ``name`` of ``kind``: see :func:`attnlab.registry.part`."""
+    from attnlab.registry import part as find
+
+    return find(kind, name)
 
 
-@functools.cache
-def _plugin(kind: str, name: str):
-    import importlib
-
-    module, _, attr = name.partition(":")
-    try:
-        obj = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise AttnlabError(f"{kind}.name: cannot load the plugin {name!r} ({type(e).__name__}: {e})") from None
-    if not isinstance(obj, PART_TYPES[kind]):
-        raise AttnlabError(f"{kind}.name: {name!r} is a {type(obj).__name__}, not a {kind} part "
-                           f"({PART_TYPES[kind].__name__})")  # fmt: skip
-    return obj
-
-
-def part_spec(kind: str, name: str | None) -> type[PartSpec]:
-    return Recipe if kind == "train" else part(kind, name).Spec
+def part_config(kind: str, name: str | None) -> type[PartConfig]:
+    """The typed config of a part (the recipe's for ``train``)."""
+    return Recipe if kind == "train" else part(kind, name).config
 
 
 def split(cell: dict, kind: str) -> dict:
@@ -424,12 +474,9 @@ class Composition:
         if kind == "train" and name.startswith("lr_mult."):
             return "static"
         owner = {"data": self.data, "model": self.model}.get(kind)
-        static, batched = (RECIPE_STATIC, RECIPE_BATCHED) if kind == "train" else (
-            (owner.static, owner.batched) if owner else ((), ()))  # fmt: skip
-        if name in static:
-            return "static"
-        if name in batched:
-            return "batched"
+        config = Recipe if kind == "train" else owner.config if owner else None
+        if config is not None and name in config.with_role("static", "batched", "size"):
+            return "static" if config.role(name) == "static" else "batched"
         raise AttnlabError(
             f"cell field {key!r} is not classified as static, batched or key-only for {self.name} "
             f"(an experiment's own labels must be declared as tags)"

@@ -418,7 +418,7 @@ def spec_rows(spec) -> list[tuple[str, Any, bool, str]]:
         if name in P.PART_KINDS and isinstance(values.get(name), dict):
             part = values[name]
             try:
-                fields = P.part_spec(name, part.get("name")).model_fields
+                fields = P.part_config(name, part.get("name")).fields()
             except Exception:  # an unknown part name: show the values without descriptions
                 fields = {}
             for k, v in part.items():

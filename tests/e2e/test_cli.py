@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from attnlab import problem as P
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
 from attnlab.experiments.base import resolve_name
 from attnlab.models import jiang2024 as jmodel
+from helpers import use_part
 
 runner = CliRunner()
 
@@ -100,10 +100,10 @@ def test_namespaced_and_short_names_resolve_the_same():
 def test_an_ambiguous_short_name_is_an_error(tmp_path, monkeypatch):
     """No two current parts share a field name, so give the model one that the data has."""
 
-    class SpecN(jmodel.Spec):
+    class HparamsN(jmodel.Hparams):
         N: int = 0
 
-    monkeypatch.setitem(P.registry()["model"], "jiang2024", dataclasses.replace(jmodel.PART, Spec=SpecN))
+    use_part(monkeypatch, dataclasses.replace(jmodel.PART, config=HparamsN))
     r = reproduce(tmp_path / "res", "--set", "N=4")
     assert r.exit_code == 2, r.output
     assert "--set N: ambiguous; use one of data.N, model.N" in r.output
@@ -264,13 +264,20 @@ def test_reproduce_checks_the_experiment_id_first():
         get("nope")
 
 
-def test_show_lists_the_fields_before_a_run():
-    r = runner.invoke(app, ["show", "jiang2024-fig1", "--scale", "smoke"])
+def test_fields_lists_the_fields_before_a_run():
+    r = runner.invoke(app, ["fields", "jiang2024-fig1", "--scale", "smoke"])
     assert r.exit_code == 0, r.output
     assert "data.mu" in r.output and "axis" in r.output and "signal norm" in r.output and "max_cells" in r.output
-    r = runner.invoke(app, ["show", "model:vit"])
-    assert r.exit_code == 0 and "model.alpha" in r.output and "0.5" in r.output
-    for bad, needle in ((["show", "nope"], "unknown id 'nope'"), (["show", "model:nope"], "unknown model 'nope'")):
+    r = runner.invoke(app, ["fields", "model.vit"], terminal_width=200)
+    assert r.exit_code == 0 and "model.alpha" in r.output and "0.5" in r.output, r.output
+    assert "'mean', 'cls'" in r.output and "> 0" in r.output and "static" in r.output  # allowed values, role
+    assert "model.L " not in r.output  # the data's shape is not a field one sets
+    r = runner.invoke(app, ["fields", "data.jiang2024"], terminal_width=200)
+    assert r.exit_code == 0 and "batched" in r.output and "size" in r.output
+    r = runner.invoke(app, ["fields", "train"], terminal_width=200)
+    assert r.exit_code == 0 and "train.lr" in r.output and "'gd', 'momentum', 'adam'" in r.output
+    for bad, needle in ((["fields", "nope"], "unknown id 'nope'"), (["fields", "model.nope"], "unknown model 'nope'"),
+                        (["fields", "jiang2024-fg1"], "did you mean jiang2024-fig1")):  # fmt: skip
         r = runner.invoke(app, bad)
         assert r.exit_code == 2 and r.output.startswith("error: ") and needle in r.output, r.output
 

@@ -75,7 +75,7 @@ def test_a_model_of_ones_own_trains_from_a_sweep_spec(plugin):
 @pytest.mark.parametrize("name, needle", [
     ("no_such_module:PART", "cannot load the plugin 'no_such_module:PART' (ModuleNotFoundError"),
     ("my_parts:MISSING", "cannot load the plugin 'my_parts:MISSING' (AttributeError"),
-    ("my_parts:NOT_A_PART", "'my_parts:NOT_A_PART' is a int, not a model part (Model)"),
+    ("my_parts:NOT_A_PART", "'my_parts:NOT_A_PART' is a int, not a model part"),
 ])  # fmt: skip
 def test_a_plugin_that_does_not_load_is_one_clear_error(plugin, name, needle):
     r = run(plugin, name)

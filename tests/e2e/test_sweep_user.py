@@ -25,7 +25,7 @@ from attnlab import problem as P
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import sweep as S
-from helpers import ROOT
+from helpers import ROOT, use_part
 
 runner = CliRunner()
 EXAMPLES = ROOT / "examples"
@@ -207,13 +207,12 @@ def test_probe_set_that_does_not_fit_the_composition_is_caught_before_training(t
 def _fake_model(name, apply):
     """A model with its own fixed input width d_in (it ignores the data's d)."""
 
-    class Spec(P.PartSpec):
+    class Hparams(P.PartConfig):
         d_in: int = 5
 
-    return P.Model(name=name, version=1, Spec=Spec, static=("d_in",), batched=(),
-                   hparams=lambda s, shape: s["d_in"], init=lambda key, hp, dtype: {"w": jnp.zeros(hp, dtype)},
+    return P.Model(name=name, version=1, config=Hparams, init=lambda key, hp, dtype: {"w": jnp.zeros(hp.d_in, dtype)},
                    apply=apply, trainable=lambda hp: ("w",), groups=lambda hp: {"w": ("w",)},
-                   sizes=lambda hp: (hp, hp))  # fmt: skip
+                   sizes=lambda hp: (hp.d_in, hp.d_in))  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -227,9 +226,7 @@ def _fake_model(name, apply):
     ],
 )  # fmt: skip
 def test_a_shape_mismatch_between_data_and_model_is_one_clear_error(tmp_path, monkeypatch, apply, needle):
-    reg = P.registry()
-    fake = {**reg, "model": {**reg["model"], "fixed": _fake_model("fixed", apply)}}
-    monkeypatch.setattr(P, "registry", lambda: fake)
+    use_part(monkeypatch, _fake_model("fixed", apply))
     spec = tmp_path / "g.toml"
     spec.write_text(GOOD.replace("N = [4, 8]", "N = 4").replace('name = "jiang2024"\nd_h = 4\nd_v = 4',
                                                                'name = "fixed"'))  # fmt: skip

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnlab.experiments.jiang2024 import tiny_cell
-from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference
+from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference, use_part
 
 # N·M = 4·N ≤ 32 < d = 40: the dual form applies; probes (jiang2024's) on a schedule, saved parameters
 BASE = dict(d=40, dtype="float64", loss_threshold=0.05, max_steps=50, log_every=5, probes="jiang2024",
@@ -107,7 +107,6 @@ def test_a_part_derived_with_its_own_apply_never_trains_the_parents_fast_path(mo
 
     import jax.numpy as jnp
 
-    from attnlab import problem
     from attnlab.models import jiang2024 as J
 
     def linear_attention(params, x, hp):  # a different function from the parent's
@@ -116,7 +115,7 @@ def test_a_part_derived_with_its_own_apply_never_trains_the_parents_fast_path(mo
 
     mine = dataclasses.replace(J.PART, name="jiang2024-linsoft", apply=linear_attention)
     assert J.PART.fast and not mine.fast and mine.fast_apply is J.PART.fast_apply
-    monkeypatch.setitem(problem.registry()["model"], mine.name, mine)
+    use_part(monkeypatch, mine)
     for fast in (True, False):
         comp, static, _ = bucket_of([tiny_cell(**BASE, N=4, fast=fast) | {"model.name": mine.name}])
         assert comp.problem(static, {"data.N": 4}).dual is None  # the parent's dual form is not this model's

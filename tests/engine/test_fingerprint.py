@@ -58,6 +58,29 @@ def test_cell_numbers_are_stable():
     assert row["train_loss"] == pytest.approx(TRAIN_LOSS, rel=1e-9)
 
 
+# One cell per other paper's model (and the ViT), written out in full the same way: (cell, id,
+# test loss, train loss, stop step) in float64. Stored when each model got its one typed config.
+PAPER_CELLS = {
+    "li2023": ({"data.name": "li2023", "data.M": 4, "data.d": 6, "data.L": 8, "data.alpha_star": 0.5, "data.alpha_hash": 0.125, "data.kappa": 1.4142135623730951, "data.tau": 0.5, "data.noise": "ball", "data.noisy_frac": 0.0, "data.noisy_tau": 1.0, "data.spurious": 0.0, "data.counts": "fixed", "data.sparsify": "none", "data.sparsify_k": 0, "data.sparsify_test": False, "data.N": 6, "data.n_test": 20, "model.name": "li2023-vit", "model.m": 8, "model.m_a": 0, "model.init": "near_identity", "model.sigma": 0.2, "model.a_scale": "sqrt", "model.m_b": 0, "model.delta": 0.2, "train.loss": "logistic", "train.optimizer": "gd", "train.momentum": 0.9, "train.lr": 0.05, "train.batch_size": 0, "train.max_steps": 8, "train.loss_threshold": 0.0, "train.stop_on": "loss", "train.stop_every": 1, "train.log_every": 0, "train.log_dense_until": 0, "train.array_log_every": 0, "train.probes": "", "train.dtype": "float64", "train.save_params": False, "train.fast": True, "seed": 0, "block": 0, "rep": 0},
+        "410bb3bcef34a5c9", 0.6173477963087675, 0.6366637858010386, 8),
+    "vit": ({"data.name": "pool", "data.pool": 40, "data.M": 4, "data.d": 6, "data.signal": 1.0, "data.sigma": 1.0, "data.pool_seed": 0, "data.N": 8, "data.n_test": 8, "model.name": "vit", "model.D": 8, "model.depth": 1, "model.heads": 2, "model.mlp_ratio": 4.0, "model.pool": "mean", "model.pos": "learned", "model.init": "lecun", "model.qkv_bias": True, "train.loss": "logistic", "train.optimizer": "adam", "train.momentum": 0.9, "train.lr": 0.01, "train.batch_size": 0, "train.max_steps": 10, "train.loss_threshold": 0.0, "train.stop_on": "loss", "train.stop_every": 1, "train.log_every": 0, "train.log_dense_until": 0, "train.array_log_every": 0, "train.probes": "", "train.dtype": "float64", "train.save_params": False, "train.fast": True, "seed": 0, "block": 0, "rep": 0},
+        "78e48a896548d82f", 1.0657635845071558, 0.17626743197304315, 10),
+    "wu2023": ({"data.name": "wu2023", "data.d_s": 3, "data.d": 5, "data.token_norm": "d", "data.scale": 1.0, "data.target": "gaussian", "data.teacher_width": 32, "data.N": 6, "data.n_test": 10, "model.name": "wu2023", "model.d_m": 8, "model.alpha": 1.0, "model.init": "he", "model.tied": False, "model.ffn": False, "model.heads": 1, "train.loss": "squared", "train.optimizer": "gd", "train.momentum": 0.9, "train.lr": 0.5, "train.batch_size": 0, "train.max_steps": 30, "train.loss_threshold": 0.0, "train.stop_on": "loss", "train.stop_every": 1, "train.log_every": 0, "train.log_dense_until": 0, "train.array_log_every": 0, "train.probes": "", "train.dtype": "float64", "train.save_params": False, "train.fast": True, "seed": 0, "block": 0, "rep": 0},
+        "927ab785c3a8f2b5", 1.1077910404541453, 0.0018390314415178577, 30),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_CELLS))
+def test_each_papers_cell_id_and_numbers_are_stable(name):
+    cell, cid, test_loss, train_loss, stop_step = PAPER_CELLS[name]
+    assert grid.cell_id(cell) == cid
+    (chunk,) = executors.plan([cell], set(), 2e9)
+    row = executors.train_chunk(chunk).to_pylist()[0]
+    assert row["id"] == cid and row["stop_step"] == stop_step
+    assert row["test_loss"] == pytest.approx(test_loss, rel=1e-9)
+    assert row["train_loss"] == pytest.approx(train_loss, rel=1e-9)
+
+
 def _sets():
     """The cell's training and test set, drawn by its data model (eagerly, no compile cache)."""
     comp = Composition.of(CELL)

@@ -132,7 +132,7 @@ def test_images_signal_scales_the_image_pixels_only_and_is_batched():
     cells = expand(spec)
     assert [c["data.signal"] for c in cells] == [1.0, 2.5]
     comp, static, _ = bucket_of(cells)  # one bucket: signal is a per-cell input
-    assert comp.classify("data.signal") == "batched" and "signal" not in I.STATIC
+    assert comp.classify("data.signal") == "batched" and "signal" not in I.PART.static
     sh = comp.shared(static)
     s = {k[5:]: v for k, v in static.items() if k.startswith("data.")}
     mask = I.image_mask(s, sh["offset"])

@@ -19,6 +19,7 @@ from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import executors, grid
 from attnlab.sweep.executors import plan, run_cells, train_chunk
 from attnlab.sweep.store import Store, atomic_write_bytes
+from helpers import use_part
 
 
 def cell(**kw):
@@ -72,11 +73,11 @@ def test_cell_ids_and_keys_differ_between_cells():
 def test_ids_change_when_a_parts_schema_version_changes(monkeypatch):
     c = cell()
     before = grid.cell_id(c)
-    data_parts = P.registry()["data"]
-    bumped = dataclasses.replace(data_parts["jiang2024"], version=data_parts["jiang2024"].version + 1)
+    data = P.part("data", "jiang2024")
+    bumped = dataclasses.replace(data, version=data.version + 1)
     grid._schema.cache_clear()
     try:
-        monkeypatch.setitem(data_parts, "jiang2024", bumped)
+        use_part(monkeypatch, bumped)
         assert f"data/jiang2024:{bumped.version}" in grid._schema("jiang2024", "jiang2024")
         assert grid.cell_id(c) != before
         monkeypatch.undo()

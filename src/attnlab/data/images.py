@@ -106,7 +106,8 @@ from pydantic import (
 )
 
 from attnlab.errors import AttnlabError
-from attnlab.problem import DataModel, PartSpec
+from attnlab.problem import DataModel, PartConfig, batched, size
+from attnlab.registry import register
 from attnlab.sweep.store import atomic_file
 from attnlab.train import stream
 
@@ -641,7 +642,7 @@ def balanced_order(rng_or_perm, y) -> np.ndarray:
 # ---------------------------------------------------------------- the data model
 
 
-class Spec(PartSpec):
+class Spec(PartConfig):
     """Fields of the images data model (``data.*``)."""
 
     dataset: Literal["mnist", "fashion_mnist", "cifar10"] = Field("mnist", description="which data set")
@@ -660,9 +661,9 @@ class Spec(PartSpec):
     balanced: bool = Field(True, description="a cell's training order alternates the two classes")
     pool: NonNegativeInt = Field(0, description="training pool size, drawn once with pool_seed (0: every image of the pair)")
     pool_seed: NonNegativeInt = Field(0, description="seed of the pool, the test split and the noise (same for every cell)")
-    N: PositiveInt = Field(100, description="training samples of a cell, drawn from the pool")
+    N: PositiveInt = size(100, description="training samples of a cell, drawn from the pool")
     n_test: PositiveInt = Field(1000, description="test samples, from the data set's test split (same for every cell)")
-    signal: PositiveFloat = Field(
+    signal: PositiveFloat = batched(
         1.0, description="the image's pixels (not the noise canvas) times this, per cell: the signal strength against "
         "the border noise"
     )
@@ -673,12 +674,12 @@ class Spec(PartSpec):
         "0,1", description="source classes a,b of the training images' spurious patches: a for label +1, b for −1"
     )
     spurious_pool: PositiveInt = Field(1000, description="source images kept per class (training and test pools)")
-    alpha_star: float = Field(
+    alpha_star: float = batched(
         1.0, gt=0, le=1, description="α_*: fraction of each image's own patches, per cell; the other 1 − α_* are "
         "spurious (α_*·M must be a whole number of patches)"
     )
-    sparsify: bool = Field(False, description="remove the spurious tokens from the training samples' token mask")
-    sparsify_test: bool = Field(False, description="remove the spurious tokens from the test samples' token mask")
+    sparsify: bool = batched(False, description="remove the spurious tokens from the training samples' token mask")
+    sparsify_test: bool = batched(False, description="remove the spurious tokens from the test samples' token mask")
 
     @field_validator("classes", "spurious_classes", mode="before")
     @classmethod
@@ -747,8 +748,6 @@ class Spec(PartSpec):
         return errs
 
 
-BATCHED = ("N", "signal", "alpha_star", "sparsify", "sparsify_test")
-STATIC = tuple(f for f in Spec.model_fields if f not in BATCHED)
 
 
 def image_shape(s: dict) -> tuple[int, int]:
@@ -900,7 +899,7 @@ def shared(s: dict) -> dict[str, np.ndarray]:
     (P, M, d) float32 (at ``signal`` = 1), y (P,) ±1 and each image's offset (P, 2) in its canvas,
     and the test split X_test, y_test, offset_test; with ``spurious``, the source's patches
     (:func:`_spurious_pool`)."""
-    return _pool(tuple((k, s[k]) for k in STATIC))
+    return _pool(tuple((k, s[k]) for k in Spec.with_role("static")))
 
 
 def order(key, y, balanced: bool):
@@ -988,16 +987,12 @@ def _footprint(s, pads):
     return n, 4 * n * shape["tokens"] * (shape["d"] + (1 if s["spurious"] else 0))  # + mask, spurious flags
 
 
-PART = DataModel(
+PART = register(DataModel(
     name="images",
     version=3,
-    Spec=Spec,
-    static=STATIC,
-    batched=BATCHED,
-    sizes=("N",),
+    config=Spec,
     input_shape=input_shape,
     make=make,
     footprint=_footprint,
     shared=shared,
-)
-
+))

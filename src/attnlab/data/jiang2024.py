@@ -25,7 +25,8 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from attnlab.problem import DataModel, PartSpec
+from attnlab.problem import DataModel, PartConfig, batched, size
+from attnlab.registry import register
 from attnlab.train import stream
 
 SIGNAL, STRONG_NOISE, WEAK_NOISE = 0, 1, 2
@@ -71,16 +72,16 @@ def dataset(key, n, **kw):
     return jax.vmap(lambda i: sample(key, i, **kw))(jnp.arange(n))
 
 
-class Spec(PartSpec):
+class Spec(PartConfig):
     """Fields of the jiang2024 data model (``data.*``)."""
 
     M: int = Field(16, ge=3, description="tokens per sample (signal, strong noise, M−2 weak noise)")
     d: int = Field(1024, ge=2, description="token dimension (≥ 2: two orthogonal class signals e₁, e₂)")
-    mu: PositiveFloat = Field(1.0, description="signal norm ‖μ‖")
-    sigma_p: PositiveFloat = Field(0.2, description="weak noise std σ_p (defines SNR)")
-    sigma_tilde_p: PositiveFloat = Field(4.0, description="strong noise std σ̃_p")
+    mu: PositiveFloat = batched(1.0, description="signal norm ‖μ‖")
+    sigma_p: PositiveFloat = batched(0.2, description="weak noise std σ_p (defines SNR)")
+    sigma_tilde_p: PositiveFloat = batched(4.0, description="strong noise std σ̃_p")
     projected: bool = Field(False, description="project noise orthogonal to the signals")
-    N: PositiveInt = Field(10, description="training samples (even: class-balanced)")
+    N: PositiveInt = size(10, description="training samples (even: class-balanced)")
     n_test: PositiveInt = Field(100, description="fresh test samples (even: half per class)")
 
     @field_validator("N", "n_test")
@@ -101,14 +102,11 @@ def make(key, v, s, pads, shared, dtype):
     return {"X": X, "y": y, "mask": jnp.arange(n_pad) < v["N"], "X_test": X_test, "y_test": y_test}
 
 
-PART = DataModel(
+PART = register(DataModel(
     name="jiang2024",
     version=2,
-    Spec=Spec,
-    static=("M", "d", "projected", "n_test"),
-    batched=("mu", "sigma_p", "sigma_tilde_p", "N"),
-    sizes=("N",),
+    config=Spec,
     input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
     make=make,
     footprint=lambda s, pads: (pads["N"] + s["n_test"], 4 * (pads["N"] + s["n_test"]) * s["M"] * s["d"]),
-)
+))

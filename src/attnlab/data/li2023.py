@@ -81,7 +81,8 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator, model_validator
 
-from attnlab.problem import DataModel, PartSpec
+from attnlab.problem import DataModel, PartConfig, batched, size
+from attnlab.registry import register
 from attnlab.train import stream
 
 RELEVANT, CONFUSION, IRRELEVANT = 0, 1, 2
@@ -261,14 +262,14 @@ def oracle_error(X, y, *, M: int, kappa=SQRT2, mask=None, per_sample=False):
     return err if per_sample else jnp.mean(err)
 
 
-class Spec(PartSpec):
+class Spec(PartConfig):
     """Fields of the li2023 data model (``data.*``)."""
 
     M: int = Field(20, description="number of patterns M (μ₁, μ₂ discriminative, μ₃..μ_M irrelevant)")
     d: PositiveInt = Field(20, description="token dimension d (≥ M; patterns in the first M coordinates)")
     L: PositiveInt = Field(50, description="tokens per sample L")
-    alpha_star: float = Field(0.3, ge=0, le=1, description="fraction of label-relevant tokens α_* (fixed counts: n_*/L)")
-    alpha_hash: float | None = Field(
+    alpha_star: float = batched(0.3, ge=0, le=1, description="fraction of label-relevant tokens α_* (fixed counts: n_*/L)")
+    alpha_hash: float | None = batched(
         None, ge=0, le=1, description="fraction of confusion tokens α_# (default: ⌊n_*/6⌋/L, or α_*/6 for binomial)"
     )
     n_star: PositiveInt | None = Field(
@@ -277,23 +278,23 @@ class Spec(PartSpec):
     n_hash: int | None = Field(
         None, ge=0, exclude=True, description="confusion tokens per sample n_# (sets α_# = n_#/L; default ⌊n_*/6⌋)"
     )
-    kappa: PositiveFloat = Field(SQRT2, description="pattern distance κ (√2: orthonormal patterns)")
-    tau: NonNegativeFloat = Field(0.2, description="token noise level τ")
+    kappa: PositiveFloat = batched(SQRT2, description="pattern distance κ (√2: orthonormal patterns)")
+    tau: NonNegativeFloat = batched(0.2, description="token noise level τ")
     noise: Literal["ball", "gaussian", "coord"] = Field(
         "ball", description="noise law: uniform in the τ-ball, N(0, τ²/d I) or per-coordinate std τ"
     )
-    noisy_frac: float = Field(0.0, ge=0, le=1, description="fraction of tokens at the larger noise level noisy_tau")
-    noisy_tau: NonNegativeFloat = Field(1.0, description="noise level of the noisy tokens")
-    spurious: float = Field(0.0, ge=0, le=1, description="extra rate of μ₃ in class +1, training set only")
+    noisy_frac: float = batched(0.0, ge=0, le=1, description="fraction of tokens at the larger noise level noisy_tau")
+    noisy_tau: NonNegativeFloat = batched(1.0, description="noise level of the noisy tokens")
+    spurious: float = batched(0.0, ge=0, le=1, description="extra rate of μ₃ in class +1, training set only")
     counts: Literal["fixed", "binomial"] = Field(
         "fixed", description="token roles: exact counts [α·L] or independent per token"
     )
     sparsify: Literal["none", "irrelevant", "noisiest", "random"] = Field(
         "none", description="token removal at training time (attnlab.data.sparsify): which tokens go first"
     )
-    sparsify_k: int = Field(0, ge=0, description="tokens removed from every training sample (sparsify)")
+    sparsify_k: int = batched(0, ge=0, description="tokens removed from every training sample (sparsify)")
     sparsify_test: bool = Field(False, description="remove the same way from the test samples too")
-    N: PositiveInt = Field(100, description="training samples N (sample i has y = +1 for even i)")
+    N: PositiveInt = size(100, description="training samples N (sample i has y = +1 for even i)")
     n_test: PositiveInt = Field(1000, description="fresh test samples")
 
     @field_validator("M")
@@ -310,7 +311,7 @@ class Spec(PartSpec):
         elif self.n_star is not None or self.n_hash is not None:
             raise ValueError("data.n_star: token counts need counts = 'fixed' (binomial draws them per token)")
         if self.alpha_hash is None:
-            self.alpha_hash = self.alpha_star / 6
+            self._resolve(alpha_hash=self.alpha_star / 6)
         if self.d < self.M:
             raise ValueError(f"data.d: the M = {self.M} patterns are orthogonal, so d ≥ M is needed, got d = {self.d}")
         _check_fractions(self.alpha_star, self.alpha_hash)
@@ -348,7 +349,7 @@ class Spec(PartSpec):
                              "confusion tokens (the label is the majority vote)")  # fmt: skip
         if n_s + n_h > L:
             raise ValueError(f"data.alpha_hash: n_* + n_# = {n_s} + {n_h} tokens exceed L = {L}")
-        self.alpha_star, self.alpha_hash = n_s / L, n_h / L
+        self._resolve(alpha_star=n_s / L, alpha_hash=n_h / L)
 
 
 def _check_fractions(a: float, h: float) -> None:
@@ -358,8 +359,6 @@ def _check_fractions(a: float, h: float) -> None:
         raise ValueError(f"data.alpha_star: α_* = {a:g} must exceed α_# = {h:g} (the theory needs α_* ≫ α_#)")
 
 
-STATIC = ("M", "d", "L", "noise", "counts", "n_test", "sparsify", "sparsify_test")
-BATCHED = ("alpha_star", "alpha_hash", "kappa", "tau", "noisy_frac", "noisy_tau", "spurious", "sparsify_k", "N")
 
 
 def _sparsified(X, strategy, k, key):
@@ -374,7 +373,7 @@ def make(key, v, s, pads, shared, dtype):
     """Training set (padded to ``pads['N']``, first v['N'] real) and test set of one cell; with
     ``sparsify`` the training samples (and with ``sparsify_test`` the test samples) lose
     ``sparsify_k`` tokens each, chosen from the cell's ``sparsify`` stream."""
-    kw = {k: v[k] for k in BATCHED if k not in ("N", "sparsify_k")} | {
+    kw = {k: v[k] for k in Spec.with_role("batched") if k != "sparsify_k"} | {
         k: s[k] for k in ("M", "d", "L", "noise", "counts")}  # fmt: skip
     n_pad = pads["N"]
     X, y = dataset(stream(key, "data"), n_pad, train=True, dtype=dtype, **kw)
@@ -392,14 +391,11 @@ def _footprint(s, pads):
     return n, n * s["L"] * (4 * s["d"] + 1 + 4 + 4 + 4)  # tokens, mask, pattern, role, noise
 
 
-PART = DataModel(
+PART = register(DataModel(
     name="li2023",
     version=2,
-    Spec=Spec,
-    static=STATIC,
-    batched=BATCHED,
-    sizes=("N",),
+    config=Spec,
     input_shape=lambda s: {"tokens": s["L"], "d": s["d"]},
     make=make,
     footprint=_footprint,
-)
+))

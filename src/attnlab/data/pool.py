@@ -19,11 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from attnlab.problem import DataModel, PartSpec
+from attnlab.problem import DataModel, PartConfig, size
+from attnlab.registry import register
 from attnlab.train import stream
 
 
-class Spec(PartSpec):
+class Spec(PartConfig):
     """Fields of the pool data model (``data.*``)."""
 
     pool: int = Field(200, ge=4, description="samples in the shared pool P (train + test)")
@@ -32,7 +33,7 @@ class Spec(PartSpec):
     signal: PositiveFloat = Field(1.0, description="class signal s on token 1, coordinate 1")
     sigma: PositiveFloat = Field(1.0, description="noise std σ")
     pool_seed: NonNegativeInt = Field(0, description="seed of the pool (the same for every cell)")
-    N: PositiveInt = Field(20, description="training samples drawn from the pool")
+    N: PositiveInt = size(20, description="training samples drawn from the pool")
     n_test: PositiveInt = Field(40, description="held-out test samples (the pool's last n_test)")
 
     @model_validator(mode="after")
@@ -62,15 +63,12 @@ def make(key, v, s, pads, pool, dtype):
     }  # fmt: skip
 
 
-PART = DataModel(
+PART = register(DataModel(
     name="pool",
     version=1,
-    Spec=Spec,
-    static=("pool", "M", "d", "signal", "sigma", "pool_seed", "n_test"),
-    batched=("N",),
-    sizes=("N",),
+    config=Spec,
     input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
     make=make,
     footprint=lambda s, pads: (pads["N"] + s["n_test"], 4 * (pads["N"] + s["n_test"]) * s["M"] * s["d"]),
     shared=shared,
-)
+))

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab.models import wu2023 as wu_model
-from attnlab.problem import DataModel, PartSpec
+from attnlab.problem import DataModel, PartConfig, batched, size
+from attnlab.registry import register
 from attnlab.train import stream
 
 TEACHER = 2**32 - 1  # fold_in index of the teacher's key in the data stream (samples use 0 … N − 1)
@@ -76,7 +77,7 @@ def dataset(key, n, **kw):
     return jax.vmap(lambda i: sample(key, i, **kw))(jnp.arange(n))
 
 
-class Spec(PartSpec):
+class Spec(PartConfig):
     """Fields of the wu2023 data model (``data.*``)."""
 
     d_s: PositiveInt = Field(8, description="tokens per sample")
@@ -84,12 +85,12 @@ class Spec(PartSpec):
     token_norm: Literal["d", "unit"] = Field(
         "d", description="d: N(0, scale²) entries (‖x‖² ≈ scale²·d); unit: tokens of norm scale"
     )
-    scale: PositiveFloat = Field(1.0, description="token scale s (entry std, or the norm under token_norm = unit)")
+    scale: PositiveFloat = batched(1.0, description="token scale s (entry std, or the norm under token_norm = unit)")
     target: Literal["gaussian", "teacher"] = Field(
         "gaussian", description="y ~ N(0, 1), or a fixed random wu2023 teacher's standardised output"
     )
     teacher_width: PositiveInt = Field(32, description="width of the teacher network (target = teacher)")
-    N: PositiveInt = Field(100, description="training samples")
+    N: PositiveInt = size(100, description="training samples")
     n_test: PositiveInt = Field(100, description="fresh test samples")
 
 
@@ -111,14 +112,11 @@ def _footprint(s, pads):
     return n + extra, 4 * n * s["d_s"] * s["d"]
 
 
-PART = DataModel(
+PART = register(DataModel(
     name="wu2023",
     version=1,
-    Spec=Spec,
-    static=("d_s", "d", "token_norm", "target", "teacher_width", "n_test"),
-    batched=("scale", "N"),
-    sizes=("N",),
+    config=Spec,
     input_shape=lambda s: {"tokens": s["d_s"], "d": s["d"]},
     make=make,
     footprint=_footprint,
-)
+))

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat
 from attnlab import problem as P
 from attnlab import rules
 from attnlab.errors import AttnlabError
+from attnlab.registry import did_you_mean, search
 from attnlab.rules import Verdict
 
 SCALES = ("smoke", "cpu", "paper")
@@ -178,9 +179,9 @@ def _part_fields(kind: str, values: dict) -> dict:
     if kind != "train" and name is None:
         return {}
     if isinstance(name, list | tuple):
-        each = [P.part_spec(kind, n).model_fields for n in name]
+        each = [P.part_config(kind, n).fields() for n in name]
         return {k: v for k, v in each[0].items() if all(k in f for f in each[1:])}
-    return P.part_spec(kind, name).model_fields
+    return P.part_config(kind, name).fields()
 
 
 def check_parts(spec: ExperimentSpec) -> None:
@@ -214,7 +215,7 @@ def _validated(kind: str, name: str | None, values: dict, cache: dict) -> dict:
     key = (kind, name, json.dumps(values, sort_keys=True, default=str))
     if key not in cache:
         try:
-            typed = P.part_spec(kind, name)(**{k: v for k, v in values.items() if k != "name"}).model_dump()
+            typed = P.part_config(kind, name)(**{k: v for k, v in values.items() if k != "name"}).model_dump()
         except ValidationError as e:
             raise AttnlabError(format_validation_error(e, prefix=kind)) from None
         cache[key] = ({"name": name} if name else {}) | typed
@@ -290,14 +291,6 @@ def _may_be_list(annotation) -> bool:
     )
 
 
-def did_you_mean(name: str, valid) -> str:
-    """" (did you mean X?)" for the closest valid names, or ""."""
-    import difflib
-
-    close = difflib.get_close_matches(name, list(valid), n=2, cutoff=0.75)
-    return f" (did you mean {' or '.join(close)}?)" if close else ""
-
-
 def fields_short(values: dict) -> list[str]:
     """Every part field's short name (``d_h``), as ``--set`` accepts it."""
     return [f for k in P.PART_KINDS for f in _part_fields(k, values)]
@@ -371,10 +364,12 @@ def load_toml(Spec: type[BaseModel], path: Path, values: dict) -> dict[str, Any]
 
 
 def read_toml(source: Path | str, label: str, text: bool = False) -> dict[str, Any]:
-    """A TOML file (or, with ``text``, TOML text) as a dict; ``label`` starts every error."""
+    """A TOML file (or, with ``text``, TOML text) as a dict; ``label`` starts every error. A
+    file's directory is searched for the outside modules its part names import."""
     try:
         if text:
             return tomllib.loads(str(source))
+        search(Path(source).parent)
         with open(source, "rb") as f:
             return tomllib.load(f)
     except OSError as e:

@@ -376,7 +376,8 @@ class UserGrid(Experiment):
         if status.get("cap"):
             notes.append(f"{status['cap']} cells ran to the step cap (train.max_steps) without meeting the stop rule "
                          "(train.loss_threshold).")  # fmt: skip
-        return Analysis(claims=[], summary=summary, notes=notes, tables=[table])
+        paired = paired_table(cols, spec)
+        return Analysis(claims=[], summary=summary, notes=notes, tables=[table, *([paired] if paired else [])])
 
     def figures(self, cols: dict[str, np.ndarray], spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
         lay = layout(spec)
@@ -471,6 +472,46 @@ def grid_table(cols, spec: Spec) -> tuple[str, list[str], list[list]]:
         rows.append([*key, len(idx), *(None if math.isnan(v) else v for v in stats),
                      *(int(np.sum(cols["status"][idx] == s)) for s in statuses)])  # fmt: skip
     return "Results per grid point (mean and std over seeds × reps)", columns, rows
+
+
+PART_AXES = ("model.name", "data.name")
+
+
+def paired_table(cols, spec: Spec) -> tuple[str, list[str], list[list]] | None:
+    """Parts compared cell by cell: with a part name as a grid axis (model.name; else data.name),
+    each other name against the first on the cells that share every other axis value, block and
+    rep — on common draws (train.draws = "common") the same data, initial parameters (where the
+    shapes agree) and batches, so each difference is paired. Per grid point of the other axes and
+    metric: the mean difference, its 95 % t interval over the pairs, and in how many pairs the
+    name is lower. None without a part axis."""
+    from attnlab.rules import t_interval
+
+    lay = layout(spec)
+    axis = next((a for a in PART_AXES if a in lay.axes), None)
+    if axis is None:
+        return None
+    names, others = _values(cols[axis]), [a for a in lay.axes if a != axis]
+    ref, metrics = names[0], metrics_of(spec, _numeric(cols))
+    key = lambda i: (*(_plain(cols[a][i]) for a in others), int(cols["block"][i]), int(cols["rep"][i]))
+    ok = cols["status"] != "diverged"
+    at = {(_plain(cols[axis][i]), key(i)): i for i in range(len(cols["id"])) if ok[i]}
+    columns = [*others, axis, "pairs", *(f"Δ{m} [95 % interval]" for m in metrics), *(f"{m} lower" for m in metrics)]
+    rows = []
+    for point, idx in grid_points(cols, others).items():
+        keys = list(dict.fromkeys(key(i) for i in idx))
+        for name in names[1:]:
+            pairs = [(at[name, k], at[ref, k]) for k in keys if (name, k) in at and (ref, k) in at]
+            a, b = (np.asarray([p[j] for p in pairs], int) for j in (0, 1))
+            cells = []
+            for m in metrics:
+                mean, lo, hi, _ = t_interval(cols[m][a] - cols[m][b]) if pairs else (math.nan,) * 4
+                cells.append(None if math.isnan(mean) else f"{mean:+.4g} [{lo:+.3g}, {hi:+.3g}]" if np.isfinite(lo)
+                             else f"{mean:+.4g}")  # fmt: skip
+            lower = [f"{int(np.sum(cols[m][a] < cols[m][b]))}/{len(pairs)}" for m in metrics]
+            rows.append([*point, name, len(pairs), *cells, *lower])
+    common = set(_values(cols["train.draws"])) == {"common"} if "train.draws" in cols else False
+    how = "paired on common draws" if common else "on independent draws (train.draws = \"common\" pairs them)"
+    return f"Each {axis.split('.')[0]} against {ref}, cell by cell ({how}): difference = it − {ref}", columns, rows
 
 
 def table_of(out: Path) -> tuple[str, list[str], list[list]]:

@@ -23,25 +23,25 @@ W_Q, W_K, W_V divided by ``init_scale`` (16 for the heatmap, 32 for the dynamics
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from attnlab.problem import Model, PartSpec, tokens
+from attnlab.problem import Model, PartConfig, from_data, tokens
+from attnlab.registry import register
 from attnlab.train import Dual
 
 
-@dataclass(frozen=True)
-class Hparams:
-    M: int = 16  # tokens
-    d: int = 1024  # token dimension
-    d_h: int = 512  # query/key width
-    d_v: int = 512  # value width
-    init_scale: float = 16.0  # W_Q, W_K, W_V = Linear init / init_scale
-    tau: float = 1.0  # softmax temperature multiplier (paper: 1)
-    train_w_O: bool = False  # paper: w_O fixed
+class Hparams(PartConfig):
+    """Fields of the jiang2024 model (``model.*``); M and d come from the data model."""
+
+    M: int | None = from_data("tokens", "tokens per sample")
+    d: int | None = from_data("d", "token dimension")
+    d_h: PositiveInt = Field(512, description="query/key width")
+    d_v: PositiveInt = Field(512, description="value width")
+    init_scale: PositiveFloat = Field(16.0, description="W_Q, W_K, W_V = Linear init / init_scale")
+    tau: PositiveFloat = Field(1.0, description="softmax temperature multiplier (paper: 1)")
+    train_w_O: bool = Field(False, description="train the head w_O too (paper: fixed)")
 
 
 def _linear_init(key, fan_in, shape, dtype):
@@ -118,23 +118,10 @@ def logistic_loss(f, y):
     return jax.nn.softplus(-y * f)
 
 
-class Spec(PartSpec):
-    """Fields of the jiang2024 model (``model.*``); M and d come from the data model."""
-
-    d_h: PositiveInt = Field(512, description="query/key width")
-    d_v: PositiveInt = Field(512, description="value width")
-    init_scale: PositiveFloat = Field(16.0, description="W_Q, W_K, W_V = Linear init / init_scale")
-    tau: PositiveFloat = Field(1.0, description="softmax temperature multiplier")
-    train_w_O: bool = Field(False, description="train the head w_O too")
-
-
-PART = Model(
+PART = register(Model(
     name="jiang2024",
     version=2,
-    Spec=Spec,
-    static=tuple(Spec.model_fields),
-    batched=(),
-    hparams=lambda s, shape: Hparams(M=shape["tokens"], d=shape["d"], **s),
+    config=Hparams,
     init=init,
     apply=apply,
     trainable=trainable,
@@ -142,4 +129,4 @@ PART = Model(
     sizes=lambda hp: (hp.d * (2 * hp.d_h + hp.d_v) + hp.d_v, hp.M * (2 * hp.d_h + hp.d_v + 2 * hp.M)),
     fast_apply=apply_fast,
     dual=lambda hp: Dual(("W_Q", "W_K", "W_V"), lambda x: tokens(x)[0], lambda p, P, x: apply_dual(p, P, x, hp)),
-)
+))

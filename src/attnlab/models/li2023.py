@@ -29,82 +29,59 @@ compiles one program per σ value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from attnlab.errors import AttnlabError
-from attnlab.problem import Model, PartSpec, tokens
-
-INITS = ("near_identity", "gaussian")
-A_SCALES = ("sqrt", "linear")
-
+from attnlab.problem import Model, PartConfig, from_data, tokens
+from attnlab.registry import register
 
 # ---------------------------------------------------------------- hyperparameters
 
 
-def _check(hp, fields: tuple[str, ...]):
-    """Resolve m_a, m_b = 0 to d and check the choices (errors name the cell field)."""
-    if hp.init not in INITS:
-        raise AttnlabError(f"model.init: unknown init {hp.init!r}; valid: {', '.join(INITS)}")
-    if hp.a_scale not in A_SCALES:
-        raise AttnlabError(f"model.a_scale: unknown scale {hp.a_scale!r}; valid: {', '.join(A_SCALES)}")
-    for name in fields:
-        width = getattr(hp, name) or hp.d
-        if hp.init == "near_identity" and width != hp.d:
-            raise AttnlabError(
-                f"model.{name}: init = 'near_identity' needs {name} = d = {hp.d} (or 0), got {width}; "
-                f"use init = 'gaussian' for another width"
-            )
-        object.__setattr__(hp, name, width)
+class CNNHparams(PartConfig):
+    """Fields of the li2023 CNN baseline (``model.*``): the ViT without W_Q, W_K; L and d come
+    from the data model. m_a = 0 means d (resolved when bound to the data's d)."""
+
+    L: int | None = from_data("tokens", "tokens per sample")
+    d: int | None = from_data("d", "token dimension")
+    m: PositiveInt = Field(64, description="hidden width m (a ∈ R^m)")
+    m_a: NonNegativeInt = Field(0, description="value width m_a (0: d)")
+    init: Literal["near_identity", "gaussian"] = Field(
+        "near_identity", description="near_identity: W_V = I + σG/√d, W_O ~ N(0, 1/m); gaussian: N(0, 1/fan_in)"
+    )
+    sigma: NonNegativeFloat = Field(0.1, description="σ: initial error of W_V (near_identity)")
+    a_scale: Literal["sqrt", "linear"] = Field("sqrt", description="fixed readout a: ±1/√m (sqrt) or ±1/m (linear)")
+
+    @model_validator(mode="after")
+    def _widths(self):
+        """Under near_identity the widths are d: 0 (or d itself, once d is known)."""
+        for name in ("m_a", "m_b"):
+            width = getattr(self, name, None)
+            if self.init == "near_identity" and width and width != self.d:
+                need = f"{name} = d = {self.d} (or 0)" if self.d else f"{name} = 0 (d, the data's)"
+                raise ValueError(f"model.{name}: init = 'near_identity' needs {need}, got {width}; use init = "
+                                 f"'gaussian' for another width")  # fmt: skip
+            if width == 0 and self.d is not None:
+                self._resolve(**{name: self.d})
+        return self
 
 
-@dataclass(frozen=True)
-class Hparams:
-    """The shallow ViT. m_a, m_b = 0 mean d (resolved on construction)."""
+class Hparams(CNNHparams):
+    """Fields of the li2023 ViT (``model.*``); L and d come from the data model."""
 
-    L: int = 50  # tokens
-    d: int = 20  # token dimension
-    m: int = 64  # hidden width of the perceptron (a ∈ R^m)
-    m_a: int = 0  # value width (W_V ∈ R^{m_a×d})
-    m_b: int = 0  # query/key width (W_Q, W_K ∈ R^{m_b×d})
-    init: str = "near_identity"
-    sigma: float = 0.1  # σ: initial error of W_V (near_identity)
-    delta: float = 0.1  # δ: initial error of W_Q, W_K (near_identity)
-    a_scale: str = "sqrt"  # a entries ±1/√m ("sqrt") or ±1/m ("linear")
-
-    def __post_init__(self):
-        _check(self, ("m_a", "m_b"))
+    m_b: NonNegativeInt = Field(0, description="query/key width m_b (0: d)")
+    delta: NonNegativeFloat = Field(0.1, description="δ: initial error of W_Q, W_K (near_identity)")
 
 
-@dataclass(frozen=True)
-class CNNHparams:
-    """The attention-free baseline: the ViT without W_Q, W_K."""
+class LinearHparams(PartConfig):
+    """Fields of the linear classifier on the mean token (``model.*``)."""
 
-    L: int = 50
-    d: int = 20
-    m: int = 64
-    m_a: int = 0
-    init: str = "near_identity"
-    sigma: float = 0.1
-    a_scale: str = "sqrt"
-
-    def __post_init__(self):
-        _check(self, ("m_a",))
-
-
-@dataclass(frozen=True)
-class LinearHparams:
-    L: int = 50
-    d: int = 20
-    init: str = "zeros"  # "zeros" or "gaussian" (w ~ N(0, 1/d))
-
-    def __post_init__(self):
-        if self.init not in ("zeros", "gaussian"):
-            raise AttnlabError(f"model.init: unknown init {self.init!r}; valid: zeros, gaussian")
+    L: int | None = from_data("tokens", "tokens per sample")
+    d: int | None = from_data("d", "token dimension")
+    init: Literal["zeros", "gaussian"] = Field("zeros", description="w = 0, or w ~ N(0, 1/d); b = 0")
 
 
 # ---------------------------------------------------------------- init schemes
@@ -217,84 +194,40 @@ def apply_linear(params, x, hp: LinearHparams):
 # ---------------------------------------------------------------- parts
 
 
-class CNNSpec(PartSpec):
-    """Fields of the li2023 CNN baseline (``model.*``); L and d come from the data model."""
-
-    m: PositiveInt = Field(64, description="hidden width m (a ∈ R^m)")
-    m_a: NonNegativeInt = Field(0, description="value width m_a (0: d)")
-    init: Literal["near_identity", "gaussian"] = Field(
-        "near_identity", description="near_identity: W_V = I + σG/√d, W_O ~ N(0, 1/m); gaussian: N(0, 1/fan_in)"
-    )
-    sigma: NonNegativeFloat = Field(0.1, description="σ: initial error of W_V (near_identity)")
-    a_scale: Literal["sqrt", "linear"] = Field("sqrt", description="fixed readout a: ±1/√m (sqrt) or ±1/m (linear)")
-
-    @model_validator(mode="after")
-    def _widths(self):
-        # d is the data model's, unknown here: under near_identity the widths are tied to it.
-        for name in ("m_a", "m_b"):
-            if self.init == "near_identity" and getattr(self, name, 0):
-                raise ValueError(
-                    f"model.{name}: init = 'near_identity' ties {name} to d; leave it 0 or use init = 'gaussian'"
-                )
-        return self
-
-
-class Spec(CNNSpec):
-    """Fields of the li2023 ViT (``model.*``); L and d come from the data model."""
-
-    m_b: NonNegativeInt = Field(0, description="query/key width m_b (0: d)")
-    delta: NonNegativeFloat = Field(0.1, description="δ: initial error of W_Q, W_K (near_identity)")
-
-
-class LinearSpec(PartSpec):
-    """Fields of the linear classifier on the mean token (``model.*``)."""
-
-    init: Literal["zeros", "gaussian"] = Field("zeros", description="w = 0, or w ~ N(0, 1/d); b = 0")
-
-
 def _vit_sizes(hp: Hparams):
     params = 2 * hp.m_b * hp.d + hp.m_a * hp.d + hp.m * hp.m_a + hp.m
     return params, hp.L * (2 * hp.m_b + 2 * hp.m_a + 2 * hp.m + 2 * hp.L)
 
 
-PART_VIT = Model(
+PART_VIT = register(Model(
     name="li2023-vit",
     version=1,
-    Spec=Spec,
-    static=tuple(Spec.model_fields),
-    batched=(),
-    hparams=lambda s, shape: Hparams(L=shape["tokens"], d=shape["d"], **s),
+    config=Hparams,
     init=init,
     apply=apply,
     trainable=lambda hp: ("W_Q", "W_K", "W_V", "W_O"),
     groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("W_O",)},
     sizes=_vit_sizes,
-)
+))
 
-PART_CNN = Model(
+PART_CNN = register(Model(
     name="li2023-cnn",
     version=1,
-    Spec=CNNSpec,
-    static=tuple(CNNSpec.model_fields),
-    batched=(),
-    hparams=lambda s, shape: CNNHparams(L=shape["tokens"], d=shape["d"], **s),
+    config=CNNHparams,
     init=init_cnn,
     apply=apply_cnn,
     trainable=lambda hp: ("W_V", "W_O"),
     groups=lambda hp: {"V": ("W_V",), "O": ("W_O",)},
     sizes=lambda hp: (hp.m_a * hp.d + hp.m * hp.m_a + hp.m, hp.L * (hp.m_a + 2 * hp.m)),
-)
+))
 
-PART_LINEAR = Model(
+PART_LINEAR = register(Model(
     name="li2023-linear",
     version=1,
-    Spec=LinearSpec,
-    static=tuple(LinearSpec.model_fields),
-    batched=(),
-    hparams=lambda s, shape: LinearHparams(L=shape["tokens"], d=shape["d"], **s),
+    config=LinearHparams,
     init=init_linear,
     apply=apply_linear,
     trainable=lambda hp: ("w", "b"),
     groups=lambda hp: {"w": ("w", "b")},
     sizes=lambda hp: (hp.d + 1, hp.d + 1),
-)
+))

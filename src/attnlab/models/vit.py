@@ -57,20 +57,16 @@ l equals deleting it from the input (with its positional row p_l).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_serializer, model_validator
 
-from attnlab.errors import AttnlabError
 from attnlab.models.wu2023 import attention_stats, kept, softmax_keys
-from attnlab.problem import Model, PartSpec
+from attnlab.problem import Model, PartConfig, from_data
+from attnlab.registry import register
 
-INITS = ("trunc_normal", "lecun", "he", "ntk")
-POOLS = ("mean", "cls")
-POS = ("learned", "none")
 LN_EPS = 1e-6
 TIMM_STD = 0.02
 
@@ -88,32 +84,40 @@ GROUPS = {
 # ---------------------------------------------------------------- hyperparameters
 
 
-@dataclass(frozen=True)
-class Hparams:
-    L: int = 16  # tokens (patches) per sample
-    d: int = 48  # token dimension (pixels per patch × channels)
-    D: int = 64  # width
-    depth: int = 2  # blocks
-    heads: int = 4  # H heads of width d_h = D / H
-    mlp_ratio: float = 4.0  # hidden width of the MLP: int(mlp_ratio · D)
-    pool: str = "mean"  # mean | cls
-    pos: str = "learned"  # learned | none
-    init: str = "trunc_normal"  # trunc_normal | lecun | he | ntk
-    qkv_bias: bool = True
-    alpha: float = 0.5  # τ₀ = d_h^(−α): ½ is timm's 1/√d_h
+class Hparams(PartConfig):
+    """Fields of the ViT (``model.*``); the tokens L and their dimension d come from the data model."""
 
-    def __post_init__(self):
-        for name, valid in (("init", INITS), ("pool", POOLS), ("pos", POS)):
-            if getattr(self, name) not in valid:
-                raise AttnlabError(f"model.{name}: unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}")
-        if self.depth < 1:
-            raise AttnlabError(f"model.depth: must be ≥ 1 block, got {self.depth}")
-        if self.D < 1 or self.heads < 1 or self.D % self.heads:
-            raise AttnlabError(f"model.heads: must divide model.D = {self.D}, got {self.heads}")
-        if self.d_mlp < 1:
-            raise AttnlabError(f"model.mlp_ratio: int(mlp_ratio · D) must be ≥ 1, got {self.mlp_ratio} · {self.D}")
-        if not self.alpha > 0:
-            raise AttnlabError(f"model.alpha: must be > 0 (τ₀ = d_h^(−alpha)), got {self.alpha}")
+    L: int | None = from_data("tokens", "tokens (patches) per sample")
+    d: int | None = from_data("d", "token dimension (pixels per patch × channels)")
+    D: PositiveInt = Field(64, description="width D (patch embedding d → D)")
+    depth: PositiveInt = Field(2, description="transformer blocks")
+    heads: PositiveInt = Field(4, description="attention heads H (width D/H each)")
+    mlp_ratio: PositiveFloat = Field(4.0, description="MLP hidden width int(mlp_ratio · D)")
+    pool: Literal["mean", "cls"] = Field("mean", description="mean over kept tokens, or a prepended CLS token")
+    pos: Literal["learned", "none"] = Field("learned", description="learned positional embedding, or none")
+    init: Literal["trunc_normal", "lecun", "he", "ntk"] = Field(
+        "trunc_normal", description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), N(0, 2/fan_in) (he), or "
+        "N(0, 1) with 1/√fan_in in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0"
+    )
+    qkv_bias: bool = Field(True, description="biases on the queries and values (timm's default; no key bias)")
+    alpha: PositiveFloat = Field(0.5, description="attention logits scaled by τ₀ = d_h^(−alpha): 0.5 is timm's "
+                                 "1/√d_h, 1 the d_m^(−1) scaling of Wu et al. 2023")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        """alpha at timm's ½ is left out of a cell's id, so earlier cells keep theirs."""
+        d = handler(self)
+        if self.alpha == 0.5:
+            d.pop("alpha", None)
+        return d
+
+    @model_validator(mode="after")
+    def _widths(self):
+        if self.D % self.heads:
+            raise ValueError(f"model.heads: must divide model.D = {self.D}, got {self.heads}")
+        if int(self.mlp_ratio * self.D) < 1:
+            raise ValueError(f"model.mlp_ratio: int(mlp_ratio · D) must be ≥ 1, got {self.mlp_ratio} · {self.D}")
+        return self
 
     @property
     def d_h(self) -> int:
@@ -284,40 +288,6 @@ def apply(params, x, hp: Hparams):
 # ---------------------------------------------------------------- part
 
 
-class Spec(PartSpec):
-    """Fields of the ViT (``model.*``); the tokens L and their dimension d come from the data model."""
-
-    D: PositiveInt = Field(64, description="width D (patch embedding d → D)")
-    depth: PositiveInt = Field(2, description="transformer blocks")
-    heads: PositiveInt = Field(4, description="attention heads H (width D/H each)")
-    mlp_ratio: PositiveFloat = Field(4.0, description="MLP hidden width int(mlp_ratio · D)")
-    pool: Literal["mean", "cls"] = Field("mean", description="mean over kept tokens, or a prepended CLS token")
-    pos: Literal["learned", "none"] = Field("learned", description="learned positional embedding, or none")
-    init: Literal["trunc_normal", "lecun", "he", "ntk"] = Field(
-        "trunc_normal", description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), N(0, 2/fan_in) (he), or "
-        "N(0, 1) with 1/√fan_in in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0"
-    )
-    qkv_bias: bool = Field(True, description="biases on the queries and values (timm's default; no key bias)")
-    alpha: PositiveFloat = Field(0.5, description="attention logits scaled by τ₀ = d_h^(−alpha): 0.5 is timm's "
-                                 "1/√d_h, 1 the d_m^(−1) scaling of Wu et al. 2023")
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler):
-        """alpha at timm's ½ is left out of a cell's id, so earlier cells keep theirs."""
-        d = handler(self)
-        if self.alpha == 0.5:
-            d.pop("alpha", None)
-        return d
-
-    @model_validator(mode="after")
-    def _widths(self):
-        if self.D % self.heads:
-            raise ValueError(f"model.heads: must divide model.D = {self.D}, got {self.heads}")
-        if int(self.mlp_ratio * self.D) < 1:
-            raise ValueError(f"model.mlp_ratio: int(mlp_ratio · D) must be ≥ 1, got {self.mlp_ratio} · {self.D}")
-        return self
-
-
 def sizes(hp: Hparams) -> tuple[int, int]:
     """(parameter count, activations per sample). Activations per block and token: LN₁, Q, K, V,
     the heads' output, its projection, LN₂ and the MLP's output (8 rows of width D), the MLP's
@@ -330,16 +300,13 @@ def sizes(hp: Hparams) -> tuple[int, int]:
     return params, act
 
 
-PART = Model(
+PART = register(Model(
     name="vit",
     version=1,
-    Spec=Spec,
-    static=tuple(Spec.model_fields),
-    batched=(),
-    hparams=lambda s, shape: Hparams(L=shape["tokens"], d=shape["d"], **s),
+    config=Hparams,
     init=init,
     apply=apply,
     trainable=trainable,
     groups=groups,
     sizes=sizes,
-)
+))

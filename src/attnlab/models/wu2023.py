@@ -43,15 +43,14 @@ pooling over the kept queries, and dropped tokens are zeroed first (inert, zero 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from attnlab.errors import AttnlabError
-from attnlab.problem import Model, PartSpec, tokens
+from attnlab.problem import Model, PartConfig, from_data, tokens
+from attnlab.registry import register
 
 INITS = ("lecun", "he", "ntk")
 VARIANCE_GAIN = {"lecun": 1.0, "he": 2.0, "ntk": 1.0}  # draw variance × fan_in (ntk: N(0, 1), see `scales`)
@@ -60,24 +59,25 @@ VARIANCE_GAIN = {"lecun": 1.0, "he": 2.0, "ntk": 1.0}  # draw variance × fan_in
 # ---------------------------------------------------------------- hyperparameters
 
 
-@dataclass(frozen=True)
-class Hparams:
-    d_s: int = 8  # tokens
-    d: int = 16  # token dimension
-    d_m: int = 64  # width (rows of W_Q, W_K, W_V; entries of w_O)
-    alpha: float = 0.5  # τ₀ = d_m^{−α} (per head: d_h^{−α})
-    init: str = "lecun"  # lecun | he | ntk
-    tied: bool = False  # W_Q = W_K (one parameter, W_Q)
-    ffn: bool = False  # extra trained W_F ∈ R^{d_m×d_m} before the ReLU
-    heads: int = 1  # H heads of width d_h = d_m / H
+class Hparams(PartConfig):
+    """Fields of the wu2023 model (``model.*``); d_s and d come from the data model."""
 
-    def __post_init__(self):
-        if self.init not in INITS:
-            raise AttnlabError(f"model.init: unknown init {self.init!r}; valid: {', '.join(INITS)}")
-        if not self.alpha > 0:
-            raise AttnlabError(f"model.alpha: must be > 0 (τ₀ = d_m^(−alpha)), got {self.alpha}")
-        if self.d_m < 1 or self.heads < 1 or self.d_m % self.heads:
-            raise AttnlabError(f"model.heads: must divide model.d_m = {self.d_m}, got {self.heads}")
+    d_s: int | None = from_data("tokens", "tokens per sample")
+    d: int | None = from_data("d", "token dimension")
+    d_m: PositiveInt = Field(64, description="width d_m (W_Q, W_K, W_V ∈ R^{d_m×d}, w_O ∈ R^{d_m})")
+    alpha: PositiveFloat = Field(0.5, description="τ₀ = d_m^(−alpha): the paper's 0.5 and 1 (per head: d_h)")
+    init: Literal["lecun", "he", "ntk"] = Field(
+        "lecun", description="lecun N(0,1/fan_in), he N(0,2/fan_in), ntk N(0,1) with 1/√fan_in in the forward pass"
+    )
+    tied: bool = Field(False, description="W_Q = W_K (one parameter)")
+    ffn: bool = Field(False, description="extra trained W_F ∈ R^{d_m×d_m} before the ReLU")
+    heads: PositiveInt = Field(1, description="attention heads H (width d_m/H each)")
+
+    @model_validator(mode="after")
+    def _heads(self):
+        if self.d_m % self.heads:
+            raise ValueError(f"model.heads: must divide model.d_m = {self.d_m}, got {self.heads}")
+        return self
 
     @property
     def d_h(self) -> int:
@@ -200,25 +200,6 @@ def attention_stats(phi, S, keep, n_kept):
 # ---------------------------------------------------------------- part
 
 
-class Spec(PartSpec):
-    """Fields of the wu2023 model (``model.*``); d_s and d come from the data model."""
-
-    d_m: PositiveInt = Field(64, description="width d_m (W_Q, W_K, W_V ∈ R^{d_m×d}, w_O ∈ R^{d_m})")
-    alpha: PositiveFloat = Field(0.5, description="τ₀ = d_m^(−alpha): the paper's 0.5 and 1 (per head: d_h)")
-    init: Literal["lecun", "he", "ntk"] = Field(
-        "lecun", description="lecun N(0,1/fan_in), he N(0,2/fan_in), ntk N(0,1) with 1/√fan_in in the forward pass"
-    )
-    tied: bool = Field(False, description="W_Q = W_K (one parameter)")
-    ffn: bool = Field(False, description="extra trained W_F ∈ R^{d_m×d_m} before the ReLU")
-    heads: PositiveInt = Field(1, description="attention heads H (width d_m/H each)")
-
-    @model_validator(mode="after")
-    def _heads(self):
-        if self.d_m % self.heads:
-            raise ValueError(f"model.heads: must divide model.d_m = {self.d_m}, got {self.heads}")
-        return self
-
-
 def sizes(hp: Hparams) -> tuple[int, int]:
     """(parameter count, activations per sample)."""
     n = (2 if hp.tied else 3) * hp.d_m * hp.d + hp.d_m + (hp.d_m**2 if hp.ffn else 0)
@@ -226,16 +207,13 @@ def sizes(hp: Hparams) -> tuple[int, int]:
     return n, act
 
 
-PART = Model(
+PART = register(Model(
     name="wu2023",
     version=1,
-    Spec=Spec,
-    static=tuple(Spec.model_fields),
-    batched=(),
-    hparams=lambda s, shape: Hparams(d_s=shape["tokens"], d=shape["d"], **s),
+    config=Hparams,
     init=init,
     apply=apply,
     trainable=trainable,
     groups=groups,
     sizes=sizes,
-)
+))

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from attnlab import fastcheck, registry
 from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
 from attnlab.provenance import provenance
@@ -73,6 +74,7 @@ def train_chunk(chunk: Chunk) -> pa.Table:
     cells = list(chunk.cells)
     dtype = static.get("train.dtype", "float32")
     v = grid.batch_inputs(comp, cells)
+    fastcheck.ensure(comp, static, {k: x[0] for k, x in v.items()}, pads)  # an outside model's fast paths
     t0 = time.perf_counter()
     with jax.enable_x64(dtype == "float64"):
         res = train_bucket(problem, cfg, v, shared=comp.shared(static), cache_key=(chunk.static, chunk.pads))
@@ -136,9 +138,11 @@ class _Worker:
     """A long-lived Ray actor: one process that keeps ``train_bucket``'s compiled programs, so
     further chunks of a bucket it has trained skip the compile."""
 
-    def run(self, fn: Callable[[Chunk], pa.Table], chunk: Chunk) -> tuple[pa.Table, dict]:
-        from attnlab import train
+    def run(self, fn: Callable[[Chunk], pa.Table], chunk: Chunk, modules: tuple = ()) -> tuple[pa.Table, dict]:
+        """Train one chunk; ``modules``: the outside parts' files (:func:`attnlab.registry.bundle`)."""
+        from attnlab import registry, train
 
+        registry.install(modules)
         before = train.PROGRAMS_BUILT["count"]
         t0 = time.perf_counter()
         table = fn(chunk)
@@ -300,6 +304,8 @@ class RayExecutor:
         if _connect(ray, self.num_cpus):
             RayExecutor._shipped = True
         actors = self._actors(len(chunks))
+        names = {(kind, dict(ch.static)[f"{kind}.name"]) for ch in chunks for kind in ("data", "model")}
+        modules = ray.put(registry.bundle(sorted(names)))  # outside parts' modules, importable on every worker
         queues: dict[tuple, deque[int]] = {}
         for n, ch in enumerate(chunks):
             queues.setdefault(_program_key(ch), deque()).append(n)
@@ -309,7 +315,7 @@ class RayExecutor:
 
         def send(i: int, n: int) -> None:
             tries[n] += 1
-            running[actors[i].run.remote(fn, chunks[n])] = (i, n)
+            running[actors[i].run.remote(fn, chunks[n], modules)] = (i, n)
 
         def submit(i: int) -> None:
             key = last[i]

@@ -24,6 +24,7 @@ import numpy as np
 
 from attnlab.errors import AttnlabError
 from attnlab.problem import KEY_ONLY, Composition
+from attnlab.registry import source_digest
 
 
 def canonical(cell: dict[str, Any]) -> str:
@@ -33,12 +34,19 @@ def canonical(cell: dict[str, Any]) -> str:
 
 @functools.cache
 def _schema(data: str, model: str) -> str:
+    """The parts' schema versions; an outside part's with its source digest (an edited file: new ids)."""
     comp = Composition.of({"data.name": data, "model.name": model})
-    return ",".join(f"{k}:{v}" for k, v in sorted(comp.schema.items()))
+    versions = {k: str(v) for k, v in comp.schema.items()}
+    for kind, name, part in (("data", data, comp.data), ("model", model, comp.model)):
+        digest = source_digest(kind, name)
+        if digest:
+            versions[f"{kind}/{part.name}"] += f"+{digest}"
+    return ",".join(f"{k}:{v}" for k, v in sorted(versions.items()))
 
 
 def cell_id(cell: dict[str, Any]) -> str:
-    """16 hex digits of sha256 over the parts' schema versions and the canonical config."""
+    """16 hex digits of sha256 over the parts' schema versions (and outside parts' source
+    digests) and the canonical config."""
     schema = _schema(cell["data.name"], cell["model.name"]) if "data.name" in cell and "model.name" in cell else ""
     payload = f"{schema}|" + canonical(cell)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from attnlab.errors import AttnlabError
 from attnlab.models import li2023 as model
 
 L, D = 6, 5
@@ -205,7 +204,7 @@ def test_parts_trainable_groups_and_sizes():
         (model.PART_CNN, {}, ("W_V", "W_O")),
         (model.PART_LINEAR, {}, ("w", "b")),
     ):
-        s = part.Spec(**spec).model_dump()
+        s = part.config(**spec).model_dump()
         assert part.static == tuple(s) and part.batched == ()
         hp = part.hparams(s, shape)
         assert hp.L == L and hp.d == D
@@ -215,31 +214,34 @@ def test_parts_trainable_groups_and_sizes():
         n_params, act = part.sizes(hp)
         assert n_params == sum(v.size for v in params.values()) and act > 0
     assert model.PART_VIT.groups(None) == {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("W_O",)}
-    assert set(model.PART_VIT.Spec.model_fields) == {"m", "m_a", "m_b", "init", "sigma", "delta", "a_scale"}
-    assert set(model.PART_CNN.Spec.model_fields) == {"m", "m_a", "init", "sigma", "a_scale"}
-    hp = model.PART_VIT.hparams(model.Spec().model_dump(), shape)
+    assert set(model.PART_VIT.config.fields()) == {"m", "m_a", "m_b", "init", "sigma", "delta", "a_scale"}
+    assert set(model.PART_CNN.config.fields()) == {"m", "m_a", "init", "sigma", "a_scale"}
+    assert model.Hparams().model_dump() == {"m": 64, "m_a": 0, "init": "near_identity", "sigma": 0.1,
+                                            "a_scale": "sqrt", "m_b": 0, "delta": 0.1}  # L, d: the data's, unset
+    hp = model.PART_VIT.hparams(model.Hparams().model_dump(), shape)
     assert (hp.m, hp.m_a, hp.m_b, hp.init, hp.a_scale) == (64, D, D, "near_identity", "sqrt")
 
 
 def test_validation_errors():
+    """One typed config validates a cell's fields (d unknown) and the bound hyperparameters."""
     for field in ("m_a", "m_b"):
         with pytest.raises(ValidationError, match=f"model.{field}"):
-            model.Spec(**{field: 7})
-        model.Spec(**{field: 7, "init": "gaussian"})
-        with pytest.raises(AttnlabError, match=f"model.{field}"):
+            model.Hparams(**{field: 7})
+        model.Hparams(**{field: 7, "init": "gaussian"})
+        with pytest.raises(ValidationError, match=f"model.{field}: init = 'near_identity' needs {field} = d = 4"):
             model.Hparams(L=3, d=4, **{field: 7})
         model.Hparams(L=3, d=4, **{field: 4})  # = d is fine
     with pytest.raises(ValidationError, match="model.m_a"):
-        model.CNNSpec(m_a=3)
+        model.CNNHparams(m_a=3)
     with pytest.raises(ValidationError, match="m_b"):
-        model.CNNSpec(m_b=0)  # not a CNN field
+        model.CNNHparams(m_b=0)  # not a CNN field
     with pytest.raises(ValidationError):
-        model.Spec(init="orthogonal")
+        model.Hparams(init="orthogonal")
     with pytest.raises(ValidationError):
-        model.Spec(sigma=-0.1)
+        model.Hparams(sigma=-0.1)
     with pytest.raises(ValidationError):
-        model.LinearSpec(init="near_identity")
-    with pytest.raises(AttnlabError, match="model.a_scale"):
+        model.LinearHparams(init="near_identity")
+    with pytest.raises(ValidationError, match="a_scale"):
         model.Hparams(a_scale="cube")
-    with pytest.raises(AttnlabError, match="model.init"):
+    with pytest.raises(ValidationError, match="init"):
         model.LinearHparams(init="ones")

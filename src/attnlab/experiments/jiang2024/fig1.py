@@ -46,6 +46,7 @@ from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec
 from attnlab.experiments.jiang2024 import phase
 from attnlab.experiments.jiang2024.audit import phase_design
+from attnlab.registry import register
 
 
 def snr_of(cols):
@@ -138,4 +139,4 @@ class Fig1(Experiment):
                              "SNR = ‖μ‖ / (σ_p √d)", C_theory=spec.C_paper)  # fmt: skip
 
 
-EXPERIMENT = Fig1()
+EXPERIMENT = register(Fig1())

@@ -61,6 +61,7 @@ from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec, rounded
 from attnlab.experiments.jiang2024 import phase
 from attnlab.experiments.jiang2024.audit import phase_design
+from attnlab.registry import register
 
 
 class Spec(ExperimentSpec):
@@ -95,7 +96,7 @@ SMOKE = dict(
 
 def data_static(row: dict) -> dict:
     """The images part's static fields of a cell (``data.*`` keys, or bare names)."""
-    return {f: row.get(f"data.{f}", row.get(f)) for f in images.STATIC}
+    return {f: row.get(f"data.{f}", row.get(f)) for f in images.PART.static}
 
 
 @functools.lru_cache(maxsize=8)
@@ -109,7 +110,7 @@ def _rms(key: tuple) -> float:
 def digit_rms(s: dict) -> float:
     """‖x‖_rms: the root mean square over the training pool of the norm of the image's own
     entries (the digit token in this layout) at signal = 1."""
-    return _rms(tuple((k, s[k]) for k in images.STATIC))
+    return _rms(tuple((k, s[k]) for k in images.PART.static))
 
 
 def snr(signal, rms, sigma, d):
@@ -230,4 +231,4 @@ class Fig2(Experiment):
         return plots.save(fig, out, "fig2_inputs")
 
 
-EXPERIMENT = Fig2()
+EXPERIMENT = register(Fig2())

@@ -47,6 +47,7 @@ from attnlab.audit import Control
 from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
 from attnlab.experiments.jiang2024.audit import dynamics_design
+from attnlab.registry import register
 
 REGIMES = ("harmful", "benign")
 V_SCALARS = ("V_signal", "V_strong")
@@ -248,4 +249,4 @@ def _largest(series: np.ndarray) -> np.ndarray:
     return series[np.argmax(np.abs(series - series[:, :1]).max(axis=1))]
 
 
-EXPERIMENT = Fig3()
+EXPERIMENT = register(Fig3())

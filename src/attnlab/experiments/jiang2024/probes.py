@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from attnlab.data import jiang2024 as jdata
 from attnlab.probes import masked_mean, role_mass
 from attnlab.problem import ProbeSet
+from attnlab.registry import register
 
 
 def build(ctx):
@@ -63,4 +64,4 @@ def build(ctx):
     return probes, arrays
 
 
-PROBES = ProbeSet("jiang2024", build)
+PROBES = register(ProbeSet("jiang2024", build))

@@ -41,6 +41,7 @@ from attnlab.experiments.base import Claim, merge, rounded
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.li2023.audit import diagram_design
 from attnlab.experiments.li2023.phase import Diagram, DiagramSpec
+from attnlab.registry import register
 
 TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]
 # grid runs from which the exponent claim is judged: where its audit power reaches 0.8. Measured on the cpu
@@ -237,4 +238,4 @@ class InitError(ShiftDiagram):
         return merge(common.DEFAULTS, {"model": {"init": "near_identity", "m_a": 0, "m_b": 0, "delta": 0.1}})
 
 
-EXPERIMENTS = (Fig1(), Fig2(), Noise(), InitError())
+EXPERIMENTS = tuple(map(register, (Fig1(), Fig2(), Noise(), InitError())))

@@ -71,6 +71,7 @@ from attnlab.audit import Control
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary
 from attnlab.experiments.li2023.audit import ATTENTION
+from attnlab.registry import register
 
 
 class Spec(ExperimentSpec):
@@ -318,4 +319,4 @@ def _first(t, a, level):
     return int(t[hit[0]]) if len(hit) else None
 
 
-EXPERIMENT = Fig3()
+EXPERIMENT = register(Fig3())

@@ -80,6 +80,7 @@ from attnlab.experiments.base import (
     trained_cells,
 )
 from attnlab.experiments.li2023.audit import SPARSIFICATION
+from attnlab.registry import register
 from attnlab.train import stream
 
 
@@ -396,4 +397,4 @@ def _not_lower(iv, margin: float, name: str) -> rules.Verdict:
                          measured, rule)  # fmt: skip
 
 
-EXPERIMENT = Fig4()
+EXPERIMENT = register(Fig4())

@@ -64,6 +64,7 @@ from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, rounded, t_summary
 from attnlab.experiments.li2023.audit import IMAGES
 from attnlab.problem import write_params
+from attnlab.registry import register
 
 INITS = ("pretrained", "scratch")
 # seed blocks from which a claim is judged: where `attnlab audit li2023-fig5 --set seeds=K` (200 simulations
@@ -324,4 +325,4 @@ def _sparsify_verdict(cols, init: str) -> rules.Verdict:
     return rules.Verdict(rules.PASS if lo > 0 else rules.FAIL if hi < 0 else rules.INCONCLUSIVE, measured, rule)
 
 
-EXPERIMENT = Fig5()
+EXPERIMENT = register(Fig5())

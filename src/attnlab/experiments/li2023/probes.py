@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from attnlab.data import li2023 as ldata
 from attnlab.probes import masked_mean
 from attnlab.problem import ProbeSet
+from attnlab.registry import register
 
 
 def _mass(attn, role, keep, query_role, key_role):
@@ -52,4 +53,4 @@ def build(ctx):
     return probes, None
 
 
-PROBES = ProbeSet("li2023", build)
+PROBES = register(ProbeSet("li2023", build))

@@ -67,6 +67,7 @@ from scipy import stats
 from attnlab import ntk, plots, rules
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary, trained_cells
 from attnlab.experiments.wu2023.audit import gram_design
+from attnlab.registry import register
 
 KERNELS = ("input", "relu")
 
@@ -296,4 +297,4 @@ class DataGram(Experiment):
 
 
 DATA_GRAM = DataGram()
-EXPERIMENTS = (DATA_GRAM,)
+register(DATA_GRAM)

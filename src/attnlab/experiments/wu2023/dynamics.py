@@ -173,6 +173,7 @@ from attnlab.experiments.wu2023.analysis import (
     trace,
 )
 from attnlab.experiments.wu2023.audit import calibration, dynamics_design, init_design
+from attnlab.registry import register
 
 DOC = __doc__  # (inside a class body with its own docstring, __doc__ is that docstring)
 
@@ -489,4 +490,4 @@ class InitComparison(Experiment):
 
 
 INIT = InitComparison()
-EXPERIMENTS = (FIG1, FIG9, INIT)
+EXPERIMENTS = tuple(map(register, (FIG1, FIG9, INIT)))

@@ -137,6 +137,7 @@ from attnlab.experiments.wu2023.analysis import (
 )
 from attnlab.experiments.wu2023.audit import mnist_design
 from attnlab.experiments.wu2023.limit import welch
+from attnlab.registry import register
 
 ALPHAS = (0.5, 1.0)
 LEARNERS = ("lecun", "he")  # the inits of the convergence theorem
@@ -475,5 +476,4 @@ class EncoderMnist(Experiment):
         return paths + plots.save(fig, out, "mnist_width")
 
 
-EXPERIMENT = EncoderMnist()
-EXPERIMENTS = (EXPERIMENT,)
+EXPERIMENT = register(EncoderMnist())

@@ -65,6 +65,7 @@ from attnlab.experiments.base import (
 )
 from attnlab.experiments.wu2023.audit import limit_design
 from attnlab.models import wu2023 as wu_model
+from attnlab.registry import register
 
 MEASURES = ("ntk_error", "qk_share", "logit_std", "attn_tv", "attn_entropy")
 
@@ -333,4 +334,4 @@ class Limit(Experiment):
 
 
 LIMIT = Limit()
-EXPERIMENTS = (LIMIT,)
+register(LIMIT)

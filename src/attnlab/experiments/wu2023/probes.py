@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from attnlab import ntk
 from attnlab.probes import masked_mean
 from attnlab.problem import ProbeSet
+from attnlab.registry import register
 from attnlab.train import stream
 
 OUTPUT = {"wu2023": "w_O", "vit": "w_head"}  # the output weights' block, per model
@@ -74,4 +75,4 @@ def build(ctx):
     return probes, None
 
 
-PROBES = ProbeSet("wu2023", build)
+PROBES = register(ProbeSet("wu2023", build))
