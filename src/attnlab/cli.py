@@ -434,7 +434,7 @@ def sweep_cmd(
             grid = UserGrid.of(spec_path)
             return _print_plan(grid, grid.spec(SCALE, sets or []))
         verdict = sweep(spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force)
-        title, columns, rows = table_of(target)
+        title, columns, rows, paired = table_of(target)
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
@@ -447,6 +447,13 @@ def sweep_cmd(
     out.print(table)
     if len(rows) > MAX_ROWS:
         out.print(f"... {len(rows) - MAX_ROWS} more grid points in the report", highlight=False)
+    if paired:
+        table = Table(title=paired[0])
+        for col in paired[1]:
+            table.add_column(col, overflow="fold")
+        for row in paired[2][:MAX_ROWS]:
+            table.add_row(*(fmt_text(v) for v in row))
+        out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
     out.print(f"query:  attnlab query {shlex.quote(str(target))} \"SELECT * FROM results LIMIT 5\"", highlight=False,
               soft_wrap=True, markup=False)  # fmt: skip

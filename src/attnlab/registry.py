@@ -86,17 +86,26 @@ def _discover() -> None:
                 importlib.import_module(f"{sub.__name__}.{m.name}")
     for group in ("attnlab.parts", "attnlab.experiments"):
         for ep in entry_points(group=group):
-            try:
-                obj = ep.load()
-            except Exception as e:  # noqa: BLE001 — a broken package must name itself, not crash every command
-                raise AttnlabError(f"entry point {group} {ep.name!r} ({ep.value}) does not load: "
-                                   f"{type(e).__name__}: {e}") from None
-            if not isinstance(obj, type(sys)):  # an object: register it; a module registered its own
-                if kind_of(obj) is None:
-                    raise AttnlabError(f"entry point {group} {ep.name!r} ({ep.value}) is a {type(obj).__name__}, "
-                                       f"not a part or an experiment")
-                register(obj)
-                _ORIGIN[(kind_of(obj), obj.id if kind_of(obj) == "experiment" else obj.name)] = ep.module
+            load_entry_point(ep)
+
+
+def load_entry_point(ep) -> None:
+    """Register what an installed package's entry point names: a part or an experiment, or a
+    module that registers its own when imported. A broken one is one error naming it."""
+    try:
+        obj = ep.load()
+    except Exception as e:  # noqa: BLE001 — a broken package must name itself, not crash every command
+        raise AttnlabError(f"entry point {ep.group} {ep.name!r} ({ep.value}) does not load: {type(e).__name__}: {e}") from None
+    if isinstance(obj, type(sys)):
+        return
+    kind = kind_of(obj)
+    if kind is None:
+        raise AttnlabError(f"entry point {ep.group} {ep.name!r} ({ep.value}) is a {type(obj).__name__}, not a part or "
+                           f"an experiment")  # fmt: skip
+    name = obj.id if kind == "experiment" else obj.name
+    if _REGISTRY[kind].get(name) is not obj:
+        register(obj)
+        _ORIGIN[(kind, name)] = ep.module
 
 
 def registered(kind: str) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """Parts from outside the package: ``model.name = "module:ATTRIBUTE"`` in a sweep spec (or
 --set) trains a model defined in the user's own file, on the CLI as in the API; a name that does
-not import or is not a part is one clear error."""
+not import or is not a part is one clear error; an edited file gives new cell ids; a declared fast
+path that is not the model's function is caught before training; installed packages register
+parts through entry points; the worked example in examples/ runs."""
 
+import dataclasses
 import json
 import textwrap
 
@@ -25,6 +28,27 @@ def apply(params, x, hp):
 SQUASHED = dataclasses.replace(J.PART, name="squashed", apply=apply)
 SAME = dataclasses.replace(J.PART, name="same")  # the same model under another name
 NOT_A_PART = 42
+# declares the parent's value-path shortcut as exact for its own apply: a lie the check must catch
+LIAR = dataclasses.replace(J.PART, name="liar", apply=apply, fast_apply=J.apply_fast, dual=None, fast_of=apply)
+
+
+def apply_fast(params, x, hp):
+    f, aux = J.apply_fast(params, x, hp)
+    return jnp.tanh(f), aux
+
+
+HONEST = dataclasses.replace(J.PART, name="honest", apply=apply, fast_apply=apply_fast, dual=None, fast_of=apply)
+
+from attnlab.data import jiang2024 as JD
+
+
+def make(key, v, s, pads, shared, dtype):
+    """jiang2024 data with every token shifted by 0.5: a data model of one's own."""
+    d = JD.make(key, v, s, pads, shared, dtype)
+    return d | {"X": d["X"] + 0.5, "X_test": d["X_test"] + 0.5}
+
+
+SHIFTED = dataclasses.replace(JD.PART, name="shifted", make=make)
 '''
 SPEC = '''
 title = "plugin"
@@ -125,3 +149,104 @@ def test_models_side_by_side_in_one_grid_on_common_draws(plugin, draws):
     assert all(same) if draws == "common" else not any(same)
     assert all(by["jiang2024", mu, b]["train_loss"] != by["my_parts:SQUASHED", mu, b]["train_loss"]
                for mu in (2.0, 4.0) for b in (0, 1))  # fmt: skip
+
+
+def _forget(module="my_parts"):
+    """What a new process would not have: the imported module and the ids computed from it."""
+    import sys
+
+    from attnlab import registry
+    from attnlab.sweep import grid
+
+    sys.modules.pop(module, None)
+    registry._plugin.cache_clear()
+    grid._schema.cache_clear()
+
+
+def test_an_edited_plugin_file_gives_new_cells(plugin):
+    import pyarrow.parquet as pq
+
+    assert run(plugin, "my_parts:SQUASHED").exit_code == 0
+    before = set(pq.read_table(plugin / "out" / "results.parquet").to_pydict()["id"])
+    with open(plugin / "my_parts.py", "a") as f:
+        f.write("\n# an edit: the file's digest changes\n")
+    _forget()
+    try:
+        r = run(plugin, "my_parts:SQUASHED")
+        assert r.exit_code == 0, r.output
+        after = set(pq.read_table(plugin / "out" / "results.parquet").to_pydict()["id"])
+        assert json.loads((plugin / "out" / "verdict.json").read_text())["cells_trained_now"] == 2
+        assert len(after) == 2 and not before & after
+    finally:
+        _forget()
+
+
+def test_a_fast_path_that_is_not_the_models_function_is_caught_before_training(plugin, monkeypatch):
+    """Declared exact (fast_of = its apply) but computing another function: one error naming the
+    part and the path, before anything is written; the plain path (fast = false) trains; an honest
+    fast path passes and is remembered on disk; check-part repeats the check on demand."""
+    monkeypatch.setenv("ATTNLAB_CACHE", str(plugin / "cache"))
+    r = run(plugin, "my_parts:LIAR")
+    assert r.exit_code == 2 and "model 'liar': its declared fast path differs from its apply: fast_apply" in \
+        r.output.replace("\n", " "), r.output  # fmt: skip
+    assert not (plugin / "out" / "results.parquet").exists()
+    assert run(plugin, "my_parts:LIAR", fast=False, out="plain").exit_code == 0
+    r = CliRunner().invoke(app, ["check-part", "my_parts:LIAR", "--set", "data.M=4", "--set", "data.d=8",
+                                 "--set", "model.d_h=4", "--set", "model.d_v=4"])  # fmt: skip
+    assert r.exit_code == 1 and "fast_apply (relative error" in r.output.replace("\n", " "), r.output
+    r = run(plugin, "my_parts:HONEST", out="honest")
+    assert r.exit_code == 0, r.output
+    assert len(list((plugin / "cache" / "fastcheck").glob("*.json"))) == 1
+    r = CliRunner().invoke(app, ["check-part", "my_parts:HONEST", "--set", "data.M=4", "--set", "data.d=8"])
+    assert r.exit_code == 0 and "fast_apply = apply" in r.output, r.output
+    r = CliRunner().invoke(app, ["check-part", "my_parts:SQUASHED"])  # the parent's fast paths are not its
+    assert r.exit_code == 2 and "declared for another apply" in r.output.replace("\n", " "), r.output
+
+
+def test_a_data_model_of_ones_own_through_reproduce_and_the_api(plugin, tmp_path):
+    import attnlab
+
+    r = CliRunner().invoke(app, ["reproduce", "jiang2024-fig3", "--scale", "smoke", "--out", str(tmp_path / "fig3"),
+                                 "--quiet", "--set", "data.name=my_parts:SHIFTED"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    t = attnlab.load(tmp_path / "fig3")
+    assert set(t["data.name"]) == {"my_parts:SHIFTED"}
+    spec = {"data": {"name": "my_parts:SHIFTED", "M": 4, "d": 8, "N": 4}, "model": {"name": "my_parts:SQUASHED",
+            "d_h": 4, "d_v": 4}, "train": {"max_steps": 10}}  # fmt: skip
+    v = attnlab.sweep(spec, tmp_path / "api", progress=False)
+    assert v["cells"] == 1 and set(attnlab.load(tmp_path / "api")["model.name"]) == {"my_parts:SQUASHED"}
+
+
+def test_an_installed_packages_entry_point_registers_its_part(plugin, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from attnlab import registry
+
+    registry.registered("model")
+    monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
+    monkeypatch.setattr(registry, "_ORIGIN", dict(registry._ORIGIN))
+    registry.load_entry_point(EntryPoint("squashed", "my_parts:SQUASHED", "attnlab.parts"))
+    assert part("model", "squashed").name == "squashed" and registry.outside("model", "squashed") == "my_parts"
+    assert registry.source_digest("model", "squashed") is not None  # its cells' ids name its source
+    with pytest.raises(AttnlabError, match="'nope' .* does not load: ModuleNotFoundError"):
+        registry.load_entry_point(EntryPoint("nope", "no_such_package:PART", "attnlab.parts"))
+    with pytest.raises(AttnlabError, match="is a int, not a part or an experiment"):
+        registry.load_entry_point(EntryPoint("bad", "my_parts:NOT_A_PART", "attnlab.parts"))
+    with pytest.raises(AttnlabError, match="the model name 'jiang2024' is taken"):
+        registry.register(dataclasses.replace(part("model", "squashed"), name="jiang2024"))
+
+
+def test_the_worked_example_compares_two_models_on_common_draws(tmp_path):
+    """examples/linear_attention.py (a model in a file of its own, found in its spec's directory)
+    against the softmax model: one sweep, a paired table in the report."""
+    from helpers import ROOT
+
+    out = tmp_path / "lvs"
+    r = CliRunner().invoke(app, ["sweep", str(ROOT / "examples" / "linear_vs_softmax.toml"), "--out", str(out),
+                                 "--quiet", "--set", "seeds=2", "--set", "data.N=8,16", "--set", "train.max_steps=40"],
+                           terminal_width=250)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "Each model against jiang2024, cell by cell (paired on common draws)" in r.output
+    html = (out / "report.html").read_text()
+    assert "paired on common draws" in html and "linear_attention:PART" in html
+    assert json.loads((out / "verdict.json").read_text())["cells"] == 8

@@ -168,3 +168,20 @@ def test_an_unreachable_ray_address_is_one_clear_error_at_once(monkeypatch):
     with pytest.raises(AttnlabError, match=rf"cannot join the Ray cluster at RAY_ADDRESS=127\.0\.0\.1:{port} "
                                            r"\(Connection refused\).*RAY_AUTH_MODE=token"):  # fmt: skip
         executors._connect(NotStarted, None)
+
+
+def test_a_model_of_ones_own_trains_on_ray_workers_that_never_saw_its_file(ray_session, tmp_path, monkeypatch):
+    """The plugin's directory is on this process's sys.path only: its file goes to the workers
+    with the chunks, and they give the local numbers bit for bit."""
+    (tmp_path / "ray_parts.py").write_text(
+        "import dataclasses\nimport jax.numpy as jnp\nfrom attnlab.models import jiang2024 as J\n\n"
+        "def apply(params, x, hp):\n    f, aux = J.apply(params, x, hp)\n    return jnp.tanh(f), aux\n\n"
+        "SQUASHED = dataclasses.replace(J.PART, name='squashed', apply=apply)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cells = [c | {"model.name": "ray_parts:SQUASHED"} for c in cells_of(17, mus=(2.0,), reps=1)]
+    ids = [grid.cell_id(c) for c in cells]
+    local, remote = Store(tmp_path / "local"), Store(tmp_path / "ray")
+    assert run_cells(cells, local, memory_budget=budget_for(cells, 1), progress=False) == len(cells)
+    assert run_cells(cells, remote, memory_budget=budget_for(cells, 1), executor="ray", progress=False) == len(cells)
+    assert_same_rows(local.assemble(ids), remote.assemble(ids))

@@ -102,7 +102,7 @@ def test_composed_parts_are_the_ones_asked_for(runs):
 
 def test_grid_table_is_the_mean_and_std_over_seeds(runs):
     out = runs["jiang2024_data_li2023_vit"][0]
-    title, columns, rows = S.table_of(out)
+    title, columns, rows, _ = S.table_of(out)
     t = pq.read_table(out / "results.parquet").to_pydict()
     assert columns[:3] == ["data.mu", "data.N", "cells"]
     for row in rows:

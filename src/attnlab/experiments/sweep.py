@@ -514,16 +514,17 @@ def paired_table(cols, spec: Spec) -> tuple[str, list[str], list[list]] | None:
     return f"Each {axis.split('.')[0]} against {ref}, cell by cell ({how}): difference = it − {ref}", columns, rows
 
 
-def table_of(out: Path) -> tuple[str, list[str], list[list]]:
-    """(the grid's title, columns, rows) of a user grid's results directory: its per-grid-point
-    table from spec.json and results.parquet."""
+def table_of(out: Path) -> tuple[str, list[str], list[list], tuple | None]:
+    """(the grid's title, columns, rows, paired table or None) of a user grid's results directory:
+    its per-grid-point table and :func:`paired_table`, from spec.json and results.parquet."""
     import pyarrow.parquet as pq
 
     from attnlab.experiments.base import table_columns
 
     spec = Spec.model_validate_json(Path(out, "spec.json").read_text())
-    _, columns, rows = grid_table(table_columns(pq.read_table(Path(out, "results.parquet"))), spec)
-    return spec.title, columns, rows
+    cols = table_columns(pq.read_table(Path(out, "results.parquet")))
+    _, columns, rows = grid_table(cols, spec)
+    return spec.title, columns, rows, paired_table(cols, spec)
 
 
 # ---------------------------------------------------------------- figures
