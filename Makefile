@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_suite.py --suite wu2023 --cells 40 --json results/bench-wu2023.json
 
 coverage: $(STAMP)
+	$(BIN)/python benchmarks/bench_estimate.py --check --json results/bench-estimate.json
 	$(BIN)/python benchmarks/coverage_fig1.py --blocks 20 --json results/coverage-fig1.json
 
 clean:

@@ -32,8 +32,10 @@ SetsOption = Annotated[
 ExecutorOption = Annotated[str, typer.Option(help=EXECUTOR_HELP)]
 QuietOption = Annotated[bool, typer.Option(help="no progress bar")]
 WIDE = 140  # terminal columns from which a claims table reads well; narrower: one claim per block
-DryRunOption = Annotated[bool, typer.Option("--dry-run", help="print the cells, buckets and memory a run would use; "
-                                            "train and write nothing")]  # fmt: skip
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="print the resolved spec and the cells, buckets, memory "
+                                            "and (--estimate) wall time a run would use; write nothing")]  # fmt: skip
+EstimateOption = Annotated[bool, typer.Option(help="with --dry-run: estimate the wall time from a short calibration "
+                                              "(a few cells trained a few steps, thrown away)")]  # fmt: skip
 ForceOption = Annotated[
     bool, typer.Option(help="resume a results directory written under another schema or JAX version")
 ]
@@ -60,17 +62,18 @@ def reproduce_cmd(
     quiet: QuietOption = False,
     force: ForceOption = False,
     dry_run: DryRunOption = False,
+    estimate: EstimateOption = True,
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html.
     ``all``: every experiment in turn (each resumable), then an index page of every claim."""
     from attnlab.report import fmt_text
 
     if exp_id == "all":
-        return _reproduce_all(scale, out_dir, sets or [], executor, quiet, force, dry_run)
+        return _reproduce_all(scale, out_dir, sets or [], executor, quiet, force, dry_run, estimate)
     try:
         exp = get(exp_id)
         if dry_run:
-            return _print_plan(exp, exp.spec(scale, sets or [], config))
+            return _print_plan(exp, exp.spec(scale, sets or [], config), estimate)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
         verdict = reproduce(
             exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config, force=force
@@ -99,7 +102,7 @@ def reproduce_cmd(
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
-def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run) -> None:
+def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run, estimate) -> None:
     """Every experiment at ``scale`` into ``out_dir``/ID-SCALE, one after another (a rerun resumes
     where it stopped), then one index of every claim; a summary line per id, exit 1 if one failed
     to run."""
@@ -115,7 +118,7 @@ def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run) -> Non
     for exp_id, exp in registry().items():
         try:
             if dry_run:
-                _print_plan(exp, exp.spec(scale))
+                _print_plan(exp, exp.spec(scale), estimate)
                 continue
             target = root / f"{exp_id}-{scale}"
             v = reproduce(exp, scale, target, executor=executor, progress=not quiet, force=force)
@@ -135,10 +138,14 @@ def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run) -> Non
         raise typer.Exit(1)
 
 
-def _print_plan(exp, spec) -> None:
+def _print_plan(exp, spec, estimate: bool = False) -> None:
     from attnlab.experiments.base import dry_run
+    from attnlab.report import fmt_text
 
-    plan = dry_run(exp, spec)
+    plan = dry_run(exp, spec, estimate)
+    for kind in ("data", "model", "train"):
+        values = " ".join(f"{k}={fmt_text(v)}" for k, v in getattr(spec, kind).items())
+        out.print(f"[{kind}] {values}", highlight=False, soft_wrap=True, markup=False)
     table = Table(title=f"{exp.id}: {plan['cells']:,} cells in {len(plan['buckets'])} buckets (dry run: nothing "
                   f"trained or written)")  # fmt: skip
     for col in ("data", "model", "cells", "sizes", "memory per cell", "chunks"):
@@ -150,6 +157,15 @@ def _print_plan(exp, spec) -> None:
     out.print(table)
     out.print(f"memory budget per chunk: {plan['memory_budget_gb']:g} GB" + (f"; {plan['note']}" if plan["note"] else ""),
               highlight=False, soft_wrap=True)  # fmt: skip
+    if "estimate" in plan:
+        e = plan["estimate"]
+        steps = (" at max_steps: a stop rule may end cells earlier" if e["upper_bound"] else
+                 f" at a mean stop step of {e['stop_fraction']:.2g} × max_steps ({e['stop_sample']} cells run to it)"
+                 if e["stop_sample"] else "")  # fmt: skip
+        out.print(f"estimated wall time: {'≤ ' if e['upper_bound'] else '≈ '}{e['seconds']:.3g} s (compile ≈ "
+                  f"{e['compile_seconds']:.3g} s for {e['programs']} programs on a cold compile cache, training ≈ "
+                  f"{e['train_seconds']:.3g} s{steps}; calibrated on {e['calibrated']} of the programs; figures and "
+                  f"report not counted)", highlight=False, soft_wrap=True)  # fmt: skip
 
 
 @app.command("fields")
@@ -422,6 +438,7 @@ def sweep_cmd(
     quiet: QuietOption = False,
     force: ForceOption = False,
     dry_run: DryRunOption = False,
+    estimate: EstimateOption = True,
 ) -> None:
     """Run (or resume) your own grid over any data model × model × training recipe; write
     results.parquet, figures, verdict.json, report.html."""
@@ -432,7 +449,7 @@ def sweep_cmd(
     try:
         if dry_run:
             grid = UserGrid.of(spec_path)
-            return _print_plan(grid, grid.spec(SCALE, sets or []))
+            return _print_plan(grid, grid.spec(SCALE, sets or []), estimate)
         verdict = sweep(spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force)
         title, columns, rows, paired = table_of(target)
     except AttnlabError as e:

@@ -264,17 +264,20 @@ def test_reproduce_checks_the_experiment_id_first():
         get("nope")
 
 
-def test_fields_lists_the_fields_before_a_run():
+def test_fields_lists_the_fields_before_a_run(monkeypatch):
+    from attnlab import cli
+
+    monkeypatch.setattr(cli.out, "width", 250)
     r = runner.invoke(app, ["fields", "jiang2024-fig1", "--scale", "smoke"])
     assert r.exit_code == 0, r.output
     assert "data.mu" in r.output and "axis" in r.output and "signal norm" in r.output and "max_cells" in r.output
-    r = runner.invoke(app, ["fields", "model.vit"], terminal_width=200)
+    r = runner.invoke(app, ["fields", "model.vit"])
     assert r.exit_code == 0 and "model.alpha" in r.output and "0.5" in r.output, r.output
     assert "'mean', 'cls'" in r.output and "> 0" in r.output and "static" in r.output  # allowed values, role
     assert "model.L " not in r.output  # the data's shape is not a field one sets
-    r = runner.invoke(app, ["fields", "data.jiang2024"], terminal_width=200)
+    r = runner.invoke(app, ["fields", "data.jiang2024"])
     assert r.exit_code == 0 and "batched" in r.output and "size" in r.output
-    r = runner.invoke(app, ["fields", "train"], terminal_width=200)
+    r = runner.invoke(app, ["fields", "train"])
     assert r.exit_code == 0 and "train.lr" in r.output and "'gd', 'momentum', 'adam'" in r.output
     for bad, needle in ((["fields", "nope"], "unknown id 'nope'"), (["fields", "model.nope"], "unknown model 'nope'"),
                         (["fields", "jiang2024-fg1"], "did you mean jiang2024-fig1")):  # fmt: skip
@@ -282,19 +285,25 @@ def test_fields_lists_the_fields_before_a_run():
         assert r.exit_code == 2 and r.output.startswith("error: ") and needle in r.output, r.output
 
 
-def test_dry_run_plans_without_training_or_writing(tmp_path):
+def test_dry_run_plans_without_training_or_writing(tmp_path, monkeypatch):
+    from attnlab import cli
+
+    monkeypatch.setattr(cli.out, "width", 300)
     out = tmp_path / "res"
     r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", str(out), "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "8 cells in 1 buckets" in r.output and "dry run" in r.output and "MB" in r.output
+    assert "[data] name=jiang2024" in r.output  # the resolved spec
+    assert "estimated wall time: ≈ " in r.output and "compile ≈ " in r.output  # from a calibration
     assert not out.exists()
     r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--dry-run", "--set", "reps=100000000"])
     assert r.exit_code == 2 and "more than max_cells" in r.output
     spec = tmp_path / "g.toml"
     spec.write_text('[data]\nname = "jiang2024"\nM = 4\nd = 8\nN = [4, 8]\n[model]\nname = "jiang2024"\nd_h = 4\n'
                     'd_v = 4\n')  # fmt: skip
-    r = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--dry-run"])
+    r = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--dry-run", "--no-estimate"])
     assert r.exit_code == 0 and "2 cells in 1 buckets" in r.output and not out.exists(), r.output
+    assert "estimated wall time" not in r.output
 
 
 def test_a_narrow_terminal_lists_claims_without_breaking_words(smoke, monkeypatch):
@@ -306,7 +315,7 @@ def test_a_narrow_terminal_lists_claims_without_breaking_words(smoke, monkeypatc
 
 
 def test_reproduce_all_plans_every_id_and_refuses_sets():
-    r = runner.invoke(app, ["reproduce", "all", "--scale", "smoke", "--dry-run"])
+    r = runner.invoke(app, ["reproduce", "all", "--scale", "smoke", "--dry-run", "--no-estimate"])
     assert r.exit_code == 0, r.output
     from attnlab.experiments import registry
 

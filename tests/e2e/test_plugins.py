@@ -236,15 +236,16 @@ def test_an_installed_packages_entry_point_registers_its_part(plugin, monkeypatc
         registry.register(dataclasses.replace(part("model", "squashed"), name="jiang2024"))
 
 
-def test_the_worked_example_compares_two_models_on_common_draws(tmp_path):
+def test_the_worked_example_compares_two_models_on_common_draws(tmp_path, monkeypatch):
     """examples/linear_attention.py (a model in a file of its own, found in its spec's directory)
     against the softmax model: one sweep, a paired table in the report."""
+    from attnlab import cli
     from helpers import ROOT
 
+    monkeypatch.setattr(cli.out, "width", 250)
     out = tmp_path / "lvs"
     r = CliRunner().invoke(app, ["sweep", str(ROOT / "examples" / "linear_vs_softmax.toml"), "--out", str(out),
-                                 "--quiet", "--set", "seeds=2", "--set", "data.N=8,16", "--set", "train.max_steps=40"],
-                           terminal_width=250)  # fmt: skip
+                                 "--quiet", "--set", "seeds=2", "--set", "data.N=8,16", "--set", "train.max_steps=40"])  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "Each model against jiang2024, cell by cell (paired on common draws)" in r.output
     html = (out / "report.html").read_text()

@@ -491,11 +491,12 @@ def reproduce(
     return run_spec(exp, spec, scale, out, sets or [], command, executor=executor, progress=progress, force=force)
 
 
-def dry_run(exp: Experiment, spec) -> dict:
-    """What a run of ``spec`` would do, without writing or training anything: its cells (the first
-    stage's where later stages depend on earlier results), their buckets (one compiled program
-    each) with their sizes and the estimated memory of their largest cell, all checked as a run
-    checks them (sizes, classification, memory)."""
+def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
+    """What a run of ``spec`` would do, without writing anything: its cells (the first stage's
+    where later stages depend on earlier results), their buckets (one compiled program each) with
+    their sizes and the estimated memory of their largest cell, all checked as a run checks them
+    (sizes, classification, memory); with ``estimate``, its wall time from a short calibration
+    (:mod:`attnlab.estimate`: a few cells trained for a few steps, results thrown away)."""
     from attnlab.sweep import grid
 
     cells = exp.cells(spec)
@@ -510,9 +511,14 @@ def dry_run(exp: Experiment, spec) -> dict:
                         "cells": len(members), "sizes": sizes, "cell_bytes": one,
                         "chunks": sum(1 for _ in grid.chunks(comp, dict(static), members, budget))})  # fmt: skip
     staged = "stage" in exp.tags
-    return {"experiment": exp.id, "cells": len(cells), "buckets": buckets, "memory_budget_gb": spec.memory_budget_gb,
-            "note": "later stages depend on earlier results: their cells are planned when those have run" if staged
-            else ""}  # fmt: skip
+    out = {"experiment": exp.id, "cells": len(cells), "buckets": buckets, "memory_budget_gb": spec.memory_budget_gb,
+           "note": "later stages depend on earlier results: their cells are planned when those have run" if staged
+           else ""}  # fmt: skip
+    if estimate:
+        from attnlab.estimate import estimate as measure
+
+        out["estimate"] = measure(cells, budget, exp.tags)
+    return out
 
 
 def check_executor(executor: str) -> None:
