@@ -15,10 +15,8 @@ carry a digest of this file, so an edit gives new cells. See linear_vs_softmax.t
 
 import dataclasses
 
-import jax.numpy as jnp
-
 from attnlab.models import jiang2024 as J
-from attnlab.problem import tokens
+from attnlab.parts import tokens
 
 
 def attention(params, X, tau):
@@ -46,5 +44,6 @@ def apply_fast(params, x, hp):
     return a_bar @ (X @ (params["W_V"] @ params["w_O"])), {"a_bar": a_bar}
 
 
-PART = dataclasses.replace(J.PART, name="linear-attention", version=1, apply=apply, fast_apply=apply_fast,
-                           dual=None, fast_of=apply)
+PART = dataclasses.replace(
+    J.PART, name="linear-attention", version=1, apply=apply, fast_apply=apply_fast, dual=None, fast_of=apply
+)

@@ -112,9 +112,9 @@ def assert_same_rows(a: pa.Table, b: pa.Table, skip=("seconds",)):
 
 def use_part(monkeypatch, obj, name: str | None = None) -> None:
     """Register ``obj`` (a part) under ``name`` for one test (the registry is restored after)."""
-    from attnlab import registry
+    from attnlab import parts
 
-    kind = registry.kind_of(obj)
-    registry.registered(kind)  # attnlab's own first, so they do not collide with this one later
-    monkeypatch.setitem(registry._REGISTRY[kind], name or obj.name, obj)
-    monkeypatch.setattr(registry, "_ORIGIN", dict(registry._ORIGIN))
+    kind = parts.kind_of(obj)
+    parts.registered(kind)  # attnlab's own first, so they do not collide with this one later
+    monkeypatch.setitem(parts._REGISTRY[kind], name or obj.name, obj)
+    monkeypatch.setattr(parts, "_ORIGIN", dict(parts._ORIGIN))

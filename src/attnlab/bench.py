@@ -67,7 +67,8 @@ from rich.table import Table
 from attnlab import train as T
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import cell_parts, table_columns
-from attnlab.problem import KEY_ONLY, Composition, split, tokens
+from attnlab.parts import tokens
+from attnlab.problem import KEY_ONLY, Composition, split
 from attnlab.sweep import executors, grid
 from attnlab.sweep.store import Store
 

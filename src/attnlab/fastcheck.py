@@ -8,7 +8,7 @@ of real samples from the cell's data model, in float64:
     f_fast(θ, x) = f(θ, x)          and          ∇_θ Σ_x f_fast(θ, x) = ∇_θ Σ_x f(θ, x)
 
 to a relative error of :data:`RTOL` (of the largest value compared). attnlab's own fast paths are
-checked in its tests; an outside part's (:func:`attnlab.registry.outside`) are checked at their first
+checked in its tests; an outside part's (:func:`attnlab.parts.outside`) are checked at their first
 use in a process, and a passed check is remembered on disk under the part's source digest and the
 cell's model fields and shapes, so an edited file is checked again. A mismatch is one error naming
 the part and the path. ``attnlab check-part NAME`` runs the check on demand.
@@ -73,7 +73,9 @@ def _compare(comp, static: dict, v: dict, pads: dict) -> dict[str, float]:
 
     def value_and_grad(fn, params):
         """(f on every sample, ∇_θ Σ_x f)."""
-        return jax.vmap(fn, in_axes=(None, 0))(params, X), jax.grad(lambda p: jnp.sum(jax.vmap(fn, (None, 0))(p, X)))(params)
+        return jax.vmap(fn, in_axes=(None, 0))(params, X), jax.grad(lambda p: jnp.sum(jax.vmap(fn, (None, 0))(p, X)))(
+            params
+        )
 
     errors = dict.fromkeys(paths, 0.0)
     for i in range(DRAWS):
@@ -122,7 +124,7 @@ def _cache() -> Path:
 def ensure(comp, static: dict, v: dict, pads: dict) -> None:
     """At an outside model's first use: :func:`check`, unless passed before for the same source
     digest, model fields and shapes (remembered in this process and on disk)."""
-    from attnlab.registry import source_digest
+    from attnlab.parts import source_digest
     from attnlab.sweep.store import atomic_write_bytes
 
     name = static["model.name"]

@@ -32,8 +32,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     NonNegativeInt,
     PositiveFloat,
@@ -44,200 +42,12 @@ from pydantic import (
 
 from attnlab import train as T
 from attnlab.errors import AttnlabError
+from attnlab.parts import DataModel, Model, PartConfig, batched, part
 
 KEY_ONLY = ("seed", "block", "rep")
 PART_KINDS = ("data", "model", "train")
 
 
-INT32_MAX = 2**31 - 1  # integer fields become int32 in the compiled programs
-
-
-# ---------------------------------------------------------------- a part's typed config
-
-ROLES = ("static", "batched", "size", "shape")
-
-
-def batched(default: Any = ..., **kw) -> Any:
-    """A field that is a per-cell input of the compiled program (cells differing in it share one)."""
-    return Field(default, json_schema_extra={"role": "batched"}, **kw)
-
-
-def size(default: Any = ..., **kw) -> Any:
-    """A batched size field (a sample count): a chunk pads it to its largest value."""
-    return Field(default, json_schema_extra={"role": "size"}, **kw)
-
-
-def from_data(key: str, description: str) -> Any:
-    """A model field set from the data model's input shape (``key``: "tokens" or "d"), never by
-    the user and never part of a cell; None until the model is bound to a data model."""
-    return Field(None, exclude=True, json_schema_extra={"role": "shape", "key": key}, description=description)
-
-
-class PartConfig(BaseModel):
-    """A part's one typed config: its fields with types, defaults, constraints and meanings, and
-    each field's role, marked inline: plain ``Field`` (static: fixes shapes or the compiled
-    program, so a bucket shares it), :func:`batched`, :func:`size` or :func:`from_data`. The
-    static/batched split and a model's hyperparameters (``bind``) are derived from it, and it
-    is validated here only. Unknown fields, NaN and inf are errors; an integer must fit the int32
-    it becomes in the compiled programs. Frozen (hashable) once validated: a validator that
-    resolves a value (e.g. a width 0 meaning d) does so with :meth:`_resolve`."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-
-    @model_validator(mode="after")
-    def _int32(self):
-        for name in type(self).model_fields:
-            v = getattr(self, name)
-            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT32_MAX:
-                raise ValueError(f"{name}: {v} does not fit an int32 (|value| ≤ {INT32_MAX:,})")
-        return self
-
-    def _resolve(self, **values) -> None:
-        """Set resolved values while validating (the instance is frozen afterwards)."""
-        self.__dict__.update(values)
-
-    @classmethod
-    def role(cls, name: str) -> str:
-        extra = cls.model_fields[name].json_schema_extra
-        return extra.get("role", "static") if isinstance(extra, dict) else "static"
-
-    @classmethod
-    def fields(cls) -> dict[str, Any]:
-        """The fields a user may set (name -> pydantic FieldInfo): all but those from the data."""
-        return {k: f for k, f in cls.model_fields.items() if cls.role(k) != "shape"}
-
-    @classmethod
-    def with_role(cls, *roles: str) -> tuple[str, ...]:
-        """The stored fields (those a cell holds) of the given roles, in declaration order."""
-        return tuple(k for k, f in cls.model_fields.items() if not f.exclude and cls.role(k) in roles)
-
-    @classmethod
-    def describe(cls) -> list[dict[str, Any]]:
-        """One row per field a user may set: name, type, default, allowed values, role (static,
-        batched, size, or resolved: it sets other fields and is not stored), meaning."""
-        return [{"field": k, "type": _type_name(f.annotation), "default": f.get_default(call_default_factory=True),
-                 "allowed": _allowed(f), "role": "resolved" if f.exclude else cls.role(k), "description": f.description or ""}
-                for k, f in cls.fields().items()]  # fmt: skip
-
-    @classmethod
-    def bind(cls, s: dict, shape: dict):
-        """The config of a cell's static fields ``s`` bound to the data model's input ``shape``
-        ({"tokens": …, "d": …}): a model's hyperparameters, every from_data field set."""
-        keys = {k: f.json_schema_extra["key"] for k, f in cls.model_fields.items() if cls.role(k) == "shape"}
-        return cls(**s, **{k: shape[key] for k, key in keys.items()})
-
-
-def _type_name(annotation) -> str:
-    import typing
-
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is Literal:
-        return "choice"
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _type_name(args[0])
-    if args and typing.get_origin(annotation) is not dict:
-        return " | ".join(_type_name(a) for a in args) + (" | none" if type(None) in typing.get_args(annotation) else "")
-    return getattr(annotation, "__name__", str(annotation))
-
-
-def _allowed(info) -> str:
-    """The values a field accepts beyond its type: a Literal's choices, or its bounds."""
-    import typing
-
-    def walk(annotation, metadata):
-        if typing.get_origin(annotation) is Literal:
-            return ", ".join(repr(a) for a in typing.get_args(annotation))
-        bounds = [f"{op} {getattr(m, attr)}" for m in metadata for attr, op in
-                  (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")) if hasattr(m, attr)]  # fmt: skip
-        if bounds:
-            return " and ".join(bounds)
-        for a in typing.get_args(annotation):
-            inner = walk(a, getattr(a, "__metadata__", ()))
-            if inner:
-                return inner
-        return ""
-
-    return walk(info.annotation, info.metadata)
-
-
-@dataclass(frozen=True)
-class DataModel:
-    """A data model. ``make(key, v, s, pads, shared, dtype)`` returns the training set padded to
-    ``pads`` (X: a per-sample pytree with leading axis n_pad, y, mask) and the test set; ``v``
-    holds its batched fields, ``s`` its static ones (both as named by ``config``). Samples are
-    either generated inside the compiled program (``shared`` is None) or indexed out of arrays
-    held once per bucket (``shared(s)`` returns them; ``make`` takes a per-cell index subset)."""
-
-    name: str
-    version: int  # bump when a change alters what a given cell computes
-    config: type[PartConfig]
-    input_shape: Callable[[dict], dict]  # static fields -> {"tokens": M, "d": d}
-    make: Callable[..., dict]
-    footprint: Callable[[dict, dict], tuple[int, int]]  # (static, pads) -> (samples evaluated, bytes of data)
-    shared: Callable[[dict], Any] | None = None
-    n_train: str = "N"  # the size field that counts the training samples (X's leading axis, padded)
-
-    @property
-    def static(self) -> tuple[str, ...]:
-        return self.config.with_role("static")
-
-    @property
-    def batched(self) -> tuple[str, ...]:
-        return self.config.with_role("batched", "size")
-
-    @property
-    def sizes(self) -> tuple[str, ...]:
-        """The padded size fields (⊂ batched): a chunk pads each to its largest value."""
-        return self.config.with_role("size")
-
-
-@dataclass(frozen=True)
-class Model:
-    """A model: ``config`` its hyperparameters (:class:`PartConfig`, the input shape's fields
-    :func:`from_data`); ``init(key, hp, dtype)``; ``apply(params, x, hp) -> (f, aux)`` for one
-    sample; ``trainable(hp)``; ``groups(hp)``: learning-rate group -> parameter names;
-    ``sizes(hp)``: (parameter count, activations per sample) for memory estimates.
-
-    Fast paths (used when ``train.fast``, each exact and checked against the plain path):
-    ``fast_apply(params, x, hp)``, the same function computed more cheaply; ``dual(hp)``, the
-    model's :class:`attnlab.train.Dual` form for full-batch gd / momentum. ``fast_of`` is the
-    plain ``apply`` they are exact for (set to ``apply`` when omitted): a part derived with
-    ``dataclasses.replace(part, apply=mine)`` keeps the parent's fast paths, which compute the
-    parent's function, so they are used only while ``fast_of is apply`` — the derived part trains
-    its own ``apply`` (on the plain path) unless it gives fast paths and ``fast_of=mine`` too."""
-
-    name: str
-    version: int
-    config: type[PartConfig]
-    init: Callable[..., dict]
-    apply: Callable[..., tuple]
-    trainable: Callable[[Any], tuple[str, ...]]
-    groups: Callable[[Any], dict[str, tuple[str, ...]]]
-    sizes: Callable[[Any], tuple[int, int]]
-    fast_apply: Callable[..., tuple] | None = None
-    dual: Callable[[Any], T.Dual] | None = None
-    fast_of: Callable[..., tuple] | None = None
-
-    def __post_init__(self):
-        if self.fast_of is None and (self.fast_apply or self.dual):
-            object.__setattr__(self, "fast_of", self.apply)
-
-    @property
-    def fast(self) -> bool:
-        """Are the fast paths exact for this part's ``apply``?"""
-        return self.fast_of is self.apply
-
-    @property
-    def static(self) -> tuple[str, ...]:
-        return self.config.with_role("static")
-
-    @property
-    def batched(self) -> tuple[str, ...]:
-        return self.config.with_role("batched", "size")
-
-    def hparams(self, s: dict, shape: dict):
-        """The model's hyperparameters: its static fields ``s`` bound to the input ``shape``."""
-        return self.config.bind(s, shape)
 
 
 class Recipe(PartConfig):
@@ -380,16 +190,6 @@ STOP_FNS = {
 
 
 @dataclass(frozen=True)
-class ProbeSet:
-    """Probes a paper defines: ``build(ctx) -> (probes, array_probes)`` where ``ctx`` is the
-    :class:`Context` of a composed problem and each returned function takes
-    (params, data, v, aux)."""
-
-    name: str
-    build: Callable[[Context], tuple[Callable | None, Callable | None]]
-
-
-@dataclass(frozen=True)
 class Context:
     """What a probe set may use: the parts, their static fields, the model's Hparams."""
 
@@ -399,22 +199,6 @@ class Context:
     hp: Any
     loss: T.Loss
     apply: Callable  # (params, x) -> (f, aux) for one sample
-
-
-def tokens(x) -> tuple[Any, Any]:
-    """(tokens (L, d), token mask (L,) bool or None) of a per-sample input: a plain token array,
-    or a pytree {"tokens": …, "mask": … (optional), metadata …}. Models read their input through
-    this, so any data model feeds any model whose shapes fit."""
-    if isinstance(x, dict):
-        return x["tokens"], x.get("mask")
-    return x, None
-
-
-def part(kind: str, name: str):
-    """The part ``name`` of ``kind``: see :func:`attnlab.registry.part`."""
-    from attnlab.registry import part as find
-
-    return find(kind, name)
 
 
 def part_config(kind: str, name: str | None) -> type[PartConfig]:

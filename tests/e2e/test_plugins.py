@@ -155,11 +155,11 @@ def _forget(module="my_parts"):
     """What a new process would not have: the imported module and the ids computed from it."""
     import sys
 
-    from attnlab import registry
+    from attnlab import parts
     from attnlab.sweep import grid
 
     sys.modules.pop(module, None)
-    registry._plugin.cache_clear()
+    parts._plugin.cache_clear()
     grid._schema.cache_clear()
 
 
@@ -220,20 +220,20 @@ def test_a_data_model_of_ones_own_through_reproduce_and_the_api(plugin, tmp_path
 def test_an_installed_packages_entry_point_registers_its_part(plugin, monkeypatch):
     from importlib.metadata import EntryPoint
 
-    from attnlab import registry
+    from attnlab import parts
 
-    registry.registered("model")
-    monkeypatch.setattr(registry, "_REGISTRY", {k: dict(v) for k, v in registry._REGISTRY.items()})
-    monkeypatch.setattr(registry, "_ORIGIN", dict(registry._ORIGIN))
-    registry.load_entry_point(EntryPoint("squashed", "my_parts:SQUASHED", "attnlab.parts"))
-    assert part("model", "squashed").name == "squashed" and registry.outside("model", "squashed") == "my_parts"
-    assert registry.source_digest("model", "squashed") is not None  # its cells' ids name its source
+    parts.registered("model")
+    monkeypatch.setattr(parts, "_REGISTRY", {k: dict(v) for k, v in parts._REGISTRY.items()})
+    monkeypatch.setattr(parts, "_ORIGIN", dict(parts._ORIGIN))
+    parts.load_entry_point(EntryPoint("squashed", "my_parts:SQUASHED", "attnlab.parts"))
+    assert part("model", "squashed").name == "squashed" and parts.outside("model", "squashed") == "my_parts"
+    assert parts.source_digest("model", "squashed") is not None  # its cells' ids name its source
     with pytest.raises(AttnlabError, match="'nope' .* does not load: ModuleNotFoundError"):
-        registry.load_entry_point(EntryPoint("nope", "no_such_package:PART", "attnlab.parts"))
+        parts.load_entry_point(EntryPoint("nope", "no_such_package:PART", "attnlab.parts"))
     with pytest.raises(AttnlabError, match="is a int, not a part or an experiment"):
-        registry.load_entry_point(EntryPoint("bad", "my_parts:NOT_A_PART", "attnlab.parts"))
+        parts.load_entry_point(EntryPoint("bad", "my_parts:NOT_A_PART", "attnlab.parts"))
     with pytest.raises(AttnlabError, match="the model name 'jiang2024' is taken"):
-        registry.register(dataclasses.replace(part("model", "squashed"), name="jiang2024"))
+        parts.register(dataclasses.replace(part("model", "squashed"), name="jiang2024"))
 
 
 def test_the_worked_example_compares_two_models_on_common_draws(tmp_path, monkeypatch):
@@ -251,3 +251,8 @@ def test_the_worked_example_compares_two_models_on_common_draws(tmp_path, monkey
     html = (out / "report.html").read_text()
     assert "paired on common draws" in html and "linear_attention:PART" in html
     assert json.loads((out / "verdict.json").read_text())["cells"] == 8
+
+
+def test_a_misspelt_part_name_gets_a_suggestion():
+    with pytest.raises(AttnlabError, match=r"unknown model 'jiang2042' \(did you mean jiang2024\?\)"):
+        part("model", "jiang2042")

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 import attnlab
-from attnlab import problem as P
+from attnlab import parts
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import sweep as S
@@ -207,10 +207,10 @@ def test_probe_set_that_does_not_fit_the_composition_is_caught_before_training(t
 def _fake_model(name, apply):
     """A model with its own fixed input width d_in (it ignores the data's d)."""
 
-    class Hparams(P.PartConfig):
+    class Hparams(parts.PartConfig):
         d_in: int = 5
 
-    return P.Model(name=name, version=1, config=Hparams, init=lambda key, hp, dtype: {"w": jnp.zeros(hp.d_in, dtype)},
+    return parts.Model(name=name, version=1, config=Hparams, init=lambda key, hp, dtype: {"w": jnp.zeros(hp.d_in, dtype)},
                    apply=apply, trainable=lambda hp: ("w",), groups=lambda hp: {"w": ("w",)},
                    sizes=lambda hp: (hp.d_in, hp.d_in))  # fmt: skip
 
@@ -218,9 +218,9 @@ def _fake_model(name, apply):
 @pytest.mark.parametrize(
     "apply, needle",
     [
-        (lambda params, x, hp: ((P.tokens(x)[0] @ params["w"]).mean(), {}),
+        (lambda params, x, hp: ((parts.tokens(x)[0] @ params["w"]).mean(), {}),
          "data 'jiang2024' into model 'fixed': the shapes do not fit (TypeError: dot_general"),
-        (lambda params, x, hp: (P.tokens(x)[0].mean(0)[: params["w"].shape[0]], {}),
+        (lambda params, x, hp: (parts.tokens(x)[0].mean(0)[: params["w"].shape[0]], {}),
          "data 'jiang2024' into model 'fixed': the model gives outputs of shape (4, 5) on the training set of "
          "shape (4,); the trainer needs one number per sample"),
     ],

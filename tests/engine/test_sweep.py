@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from attnlab import problem as P
 from attnlab.errors import AttnlabError
 from attnlab.experiments.jiang2024 import tiny_cell
+from attnlab.parts import part
 from attnlab.sweep import executors, grid
 from attnlab.sweep.executors import plan, run_cells, train_chunk
 from attnlab.sweep.store import Store, atomic_write_bytes
@@ -73,7 +74,7 @@ def test_cell_ids_and_keys_differ_between_cells():
 def test_ids_change_when_a_parts_schema_version_changes(monkeypatch):
     c = cell()
     before = grid.cell_id(c)
-    data = P.part("data", "jiang2024")
+    data = part("data", "jiang2024")
     bumped = dataclasses.replace(data, version=data.version + 1)
     grid._schema.cache_clear()
     try:
@@ -88,8 +89,8 @@ def test_ids_change_when_a_parts_schema_version_changes(monkeypatch):
 
 def test_schema_names_every_part():
     assert grid._schema("jiang2024", "jiang2024") == (
-        f"data/jiang2024:{P.part('data', 'jiang2024').version},"
-        f"model/jiang2024:{P.part('model', 'jiang2024').version},train:{P.RECIPE_VERSION}"
+        f"data/jiang2024:{part('data', 'jiang2024').version},"
+        f"model/jiang2024:{part('model', 'jiang2024').version},train:{P.RECIPE_VERSION}"
     )
 
 

@@ -106,8 +106,7 @@ from pydantic import (
 )
 
 from attnlab.errors import AttnlabError
-from attnlab.problem import DataModel, PartConfig, batched, size
-from attnlab.registry import register
+from attnlab.parts import DataModel, PartConfig, batched, register, size
 from attnlab.sweep.store import atomic_file
 from attnlab.train import stream
 

@@ -25,8 +25,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from attnlab.problem import DataModel, PartConfig, batched, size
-from attnlab.registry import register
+from attnlab.parts import DataModel, PartConfig, batched, register, size
 from attnlab.train import stream
 
 SIGNAL, STRONG_NOISE, WEAK_NOISE = 0, 1, 2

@@ -81,8 +81,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator, model_validator
 
-from attnlab.problem import DataModel, PartConfig, batched, size
-from attnlab.registry import register
+from attnlab.parts import DataModel, PartConfig, batched, register, size
 from attnlab.train import stream
 
 RELEVANT, CONFUSION, IRRELEVANT = 0, 1, 2

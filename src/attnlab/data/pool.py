@@ -19,8 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from attnlab.problem import DataModel, PartConfig, size
-from attnlab.registry import register
+from attnlab.parts import DataModel, PartConfig, register, size
 from attnlab.train import stream
 
 

@@ -32,8 +32,7 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab.models import wu2023 as wu_model
-from attnlab.problem import DataModel, PartConfig, batched, size
-from attnlab.registry import register
+from attnlab.parts import DataModel, PartConfig, batched, register, size
 from attnlab.train import stream
 
 TEACHER = 2**32 - 1  # fold_in index of the teacher's key in the data stream (samples use 0 … N − 1)

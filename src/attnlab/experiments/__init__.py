@@ -1,4 +1,4 @@
-"""The experiments: each registers itself (:func:`attnlab.registry.register`); ``attnlab list``
+"""The experiments: each registers itself (:func:`attnlab.parts.register`); ``attnlab list``
 prints their ids."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from attnlab.errors import AttnlabError
 
 
 def registry() -> dict:
-    """Every registered experiment by id, in :func:`attnlab.registry.experiment_order`."""
-    from attnlab.registry import registered
+    """Every registered experiment by id, in :func:`attnlab.parts.experiment_order`."""
+    from attnlab.parts import registered
 
     return registered("experiment")
 
@@ -16,7 +16,7 @@ def registry() -> dict:
 def get(exp_id: str):
     """The experiment ``exp_id``; ``sweep`` is the user grid, whose spec is its own (a TOML file
     or a results directory's spec.json), so it is not listed."""
-    from attnlab.registry import did_you_mean
+    from attnlab.parts import did_you_mean
 
     if exp_id == "sweep":
         from attnlab.experiments.sweep import UserGrid

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat
 from attnlab import problem as P
 from attnlab import rules
 from attnlab.errors import AttnlabError
-from attnlab.registry import did_you_mean, search
+from attnlab.parts import did_you_mean, search
 from attnlab.rules import Verdict
 
 SCALES = ("smoke", "cpu", "paper")

@@ -27,8 +27,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from attnlab.problem import Model, PartConfig, from_data, tokens
-from attnlab.registry import register
+from attnlab.parts import Model, PartConfig, from_data, register, tokens
 from attnlab.train import Dual
 
 

@@ -35,8 +35,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from attnlab.problem import Model, PartConfig, from_data, tokens
-from attnlab.registry import register
+from attnlab.parts import Model, PartConfig, from_data, register, tokens
 
 # ---------------------------------------------------------------- hyperparameters
 

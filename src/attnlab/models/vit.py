@@ -64,8 +64,7 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_serializer, model_validator
 
 from attnlab.models.wu2023 import attention_stats, kept, softmax_keys
-from attnlab.problem import Model, PartConfig, from_data
-from attnlab.registry import register
+from attnlab.parts import Model, PartConfig, from_data, register
 
 LN_EPS = 1e-6
 TIMM_STD = 0.02

@@ -49,8 +49,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from attnlab.problem import Model, PartConfig, from_data, tokens
-from attnlab.registry import register
+from attnlab.parts import Model, PartConfig, from_data, register, tokens
 
 INITS = ("lecun", "he", "ntk")
 VARIANCE_GAIN = {"lecun": 1.0, "he": 2.0, "ntk": 1.0}  # draw variance × fan_in (ntk: N(0, 1), see `scales`)

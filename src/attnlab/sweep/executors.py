@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from attnlab import fastcheck, registry
+from attnlab import fastcheck, parts
 from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
 from attnlab.provenance import provenance
@@ -139,10 +139,10 @@ class _Worker:
     further chunks of a bucket it has trained skip the compile."""
 
     def run(self, fn: Callable[[Chunk], pa.Table], chunk: Chunk, modules: tuple = ()) -> tuple[pa.Table, dict]:
-        """Train one chunk; ``modules``: the outside parts' files (:func:`attnlab.registry.bundle`)."""
-        from attnlab import registry, train
+        """Train one chunk; ``modules``: the outside parts' files (:func:`attnlab.parts.bundle`)."""
+        from attnlab import train
 
-        registry.install(modules)
+        parts.install(modules)
         before = train.PROGRAMS_BUILT["count"]
         t0 = time.perf_counter()
         table = fn(chunk)
@@ -305,7 +305,7 @@ class RayExecutor:
             RayExecutor._shipped = True
         actors = self._actors(len(chunks))
         names = {(kind, dict(ch.static)[f"{kind}.name"]) for ch in chunks for kind in ("data", "model")}
-        modules = ray.put(registry.bundle(sorted(names)))  # outside parts' modules, importable on every worker
+        modules = ray.put(parts.bundle(sorted(names)))  # outside parts' modules, importable on every worker
         queues: dict[tuple, deque[int]] = {}
         for n, ch in enumerate(chunks):
             queues.setdefault(_program_key(ch), deque()).append(n)

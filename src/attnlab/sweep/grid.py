@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from attnlab.errors import AttnlabError
+from attnlab.parts import source_digest
 from attnlab.problem import KEY_ONLY, Composition
-from attnlab.registry import source_digest
 
 
 def canonical(cell: dict[str, Any]) -> str:

@@ -46,7 +46,7 @@ from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec
 from attnlab.experiments.jiang2024 import phase
 from attnlab.experiments.jiang2024.audit import phase_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 
 def snr_of(cols):

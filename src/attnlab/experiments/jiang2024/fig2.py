@@ -61,7 +61,7 @@ from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec, rounded
 from attnlab.experiments.jiang2024 import phase
 from attnlab.experiments.jiang2024.audit import phase_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 
 class Spec(ExperimentSpec):

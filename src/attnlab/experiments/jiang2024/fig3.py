@@ -47,7 +47,7 @@ from attnlab.audit import Control
 from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
 from attnlab.experiments.jiang2024.audit import dynamics_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 REGIMES = ("harmful", "benign")
 V_SCALARS = ("V_signal", "V_strong")

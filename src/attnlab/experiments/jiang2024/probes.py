@@ -22,9 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.data import jiang2024 as jdata
+from attnlab.parts import ProbeSet, register
 from attnlab.probes import masked_mean, role_mass
-from attnlab.problem import ProbeSet
-from attnlab.registry import register
 
 
 def build(ctx):

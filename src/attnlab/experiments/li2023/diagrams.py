@@ -41,7 +41,7 @@ from attnlab.experiments.base import Claim, merge, rounded
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.li2023.audit import diagram_design
 from attnlab.experiments.li2023.phase import Diagram, DiagramSpec
-from attnlab.registry import register
+from attnlab.parts import register
 
 TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]
 # grid runs from which the exponent claim is judged: where its audit power reaches 0.8. Measured on the cpu

@@ -71,7 +71,7 @@ from attnlab.audit import Control
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary
 from attnlab.experiments.li2023.audit import ATTENTION
-from attnlab.registry import register
+from attnlab.parts import register
 
 
 class Spec(ExperimentSpec):

@@ -80,7 +80,7 @@ from attnlab.experiments.base import (
     trained_cells,
 )
 from attnlab.experiments.li2023.audit import SPARSIFICATION
-from attnlab.registry import register
+from attnlab.parts import register
 from attnlab.train import stream
 
 

@@ -63,8 +63,8 @@ from attnlab.data import images
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, rounded, t_summary
 from attnlab.experiments.li2023.audit import IMAGES
+from attnlab.parts import register
 from attnlab.problem import write_params
-from attnlab.registry import register
 
 INITS = ("pretrained", "scratch")
 # seed blocks from which a claim is judged: where `attnlab audit li2023-fig5 --set seeds=K` (200 simulations

@@ -17,9 +17,8 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.data import li2023 as ldata
+from attnlab.parts import ProbeSet, register
 from attnlab.probes import masked_mean
-from attnlab.problem import ProbeSet
-from attnlab.registry import register
 
 
 def _mass(attn, role, keep, query_role, key_role):

@@ -34,7 +34,7 @@ from attnlab import rules, theory
 from attnlab.experiments.base import Claim, expand, rounded
 from attnlab.experiments.li2023.audit import diagram_design
 from attnlab.experiments.li2023.diagrams import NOISE_FIG1, SMOKE, Fig1
-from attnlab.registry import register
+from attnlab.parts import register
 
 PROTOCOL = {
     "data": {"name": "li2023", "M": 20, "d": 20, "L": 50, "noise": "ball", "tau": 0.2, "n_test": 1000},

@@ -49,7 +49,7 @@ from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.li2023.audit import SETTLE
 from attnlab.experiments.li2023.diagrams import AlphaDiagram, AlphaSpec
-from attnlab.registry import register
+from attnlab.parts import register
 
 LEARNERS = {
     "vit": {"name": "li2023-vit", "init": "gaussian", "m": 64, "m_a": 32, "m_b": 32},

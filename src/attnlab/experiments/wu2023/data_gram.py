@@ -67,7 +67,7 @@ from scipy import stats
 from attnlab import ntk, plots, rules
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary, trained_cells
 from attnlab.experiments.wu2023.audit import gram_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 KERNELS = ("input", "relu")
 

@@ -173,7 +173,7 @@ from attnlab.experiments.wu2023.analysis import (
     trace,
 )
 from attnlab.experiments.wu2023.audit import calibration, dynamics_design, init_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 DOC = __doc__  # (inside a class body with its own docstring, __doc__ is that docstring)
 

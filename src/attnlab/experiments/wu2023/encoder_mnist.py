@@ -137,7 +137,7 @@ from attnlab.experiments.wu2023.analysis import (
 )
 from attnlab.experiments.wu2023.audit import mnist_design
 from attnlab.experiments.wu2023.limit import welch
-from attnlab.registry import register
+from attnlab.parts import register
 
 ALPHAS = (0.5, 1.0)
 LEARNERS = ("lecun", "he")  # the inits of the convergence theorem

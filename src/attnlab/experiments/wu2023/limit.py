@@ -65,7 +65,7 @@ from attnlab.experiments.base import (
 )
 from attnlab.experiments.wu2023.audit import limit_design
 from attnlab.models import wu2023 as wu_model
-from attnlab.registry import register
+from attnlab.parts import register
 
 MEASURES = ("ntk_error", "qk_share", "logit_std", "attn_tv", "attn_entropy")
 

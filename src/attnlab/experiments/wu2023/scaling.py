@@ -57,7 +57,7 @@ from attnlab.experiments.base import Analysis, Claim, Experiment, merge, rounded
 from attnlab.experiments.wu2023 import dynamics, encoder_mnist
 from attnlab.experiments.wu2023.analysis import TRAIN, add_run_columns, colors, logband, med, paired, per_run, trace
 from attnlab.experiments.wu2023.audit import scaling_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 DATASETS = ("synthetic", "mnist")
 DATA_NAME = {"synthetic": "wu2023", "mnist": "images"}

@@ -54,7 +54,7 @@ from attnlab.experiments.base import merge
 from attnlab.experiments.wu2023 import encoder_mnist as enc
 from attnlab.experiments.wu2023.analysis import INITS, TRAIN
 from attnlab.experiments.wu2023.audit import VIT_MNIST_LEVELS, VIT_MNIST_SOURCE, mnist_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 VIT = {"name": "vit", "depth": 1, "heads": 1, "mlp_ratio": 2.0, "pool": "mean", "pos": "learned", "qkv_bias": True}
 GRID = {"alpha": list(enc.ALPHAS), "init": list(INITS)}

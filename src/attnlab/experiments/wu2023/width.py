@@ -67,7 +67,7 @@ from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
 from attnlab.experiments.wu2023.analysis import trace
 from attnlab.experiments.wu2023.audit import width_design
-from attnlab.registry import register
+from attnlab.parts import register
 
 
 class Spec(ExperimentSpec):
