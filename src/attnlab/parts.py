@@ -54,8 +54,6 @@ INT32_MAX = 2**31 - 1  # integer fields become int32 in the compiled programs
 
 # ---------------------------------------------------------------- a part's typed config
 
-ROLES = ("static", "batched", "size", "shape")
-
 
 def batched(default: Any = ..., **kw) -> Any:
     """A field that is a per-cell input of the compiled program (cells differing in it share one)."""
