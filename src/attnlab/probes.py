@@ -9,9 +9,3 @@ import jax.numpy as jnp
 def role_mass(a_bar, roles, role):
     """Total attention weight that ``a_bar`` (M,) puts on the tokens of ``role``."""
     return jnp.sum(jnp.where(roles == role, a_bar, 0.0))
-
-
-def masked_mean(x, mask):
-    """Mean of x (n, ...) over the samples with mask_i, along the first axis."""
-    m = mask.reshape((-1,) + (1,) * (x.ndim - 1))
-    return jnp.sum(jnp.where(m, x, 0.0), axis=0) / jnp.sum(mask)

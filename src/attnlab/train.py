@@ -61,6 +61,7 @@ import numpy as np
 import optax
 
 from attnlab.errors import AttnlabError
+from attnlab.models.nn import masked_mean
 
 CONVERGED, CAP, DIVERGED = 0, 1, 2
 STATUS_NAMES = {CONVERGED: "converged", CAP: "cap", DIVERGED: "diverged"}
@@ -217,13 +218,6 @@ def log_schedule(
 def _vapply(problem: Problem, params: Params, X):
     """(f(x_i), aux_i) for every sample of a per-sample pytree X."""
     return jax.vmap(lambda x: problem.apply(params, x))(X)
-
-
-def masked_mean(values, mask=None):
-    """(1/|S|) Σ_{i ∈ S} values_i over the real (unpadded, selected) samples S = {i: mask_i}."""
-    if mask is None:
-        return values.mean()
-    return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.sum(mask)
 
 
 def _split(problem: Problem, params: Params):

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
+from attnlab.models.nn import masked_mean
 from attnlab.parts import Model, PartConfig, from_data, register, tokens
 from attnlab.train import Dual
 
@@ -80,7 +81,7 @@ def apply(params, x, hp: Hparams):
     if keep is None:
         a_bar = phi.mean(axis=0)  # (M,) average over queries
     else:
-        a_bar = jnp.sum(jnp.where(keep[:, None], phi, 0.0), axis=0) / jnp.maximum(jnp.sum(keep), 1)
+        a_bar = masked_mean(phi, keep)
     f = a_bar @ (X @ params["W_V"] @ params["w_O"])
     return f, {"a_bar": a_bar, "phi": phi}
 
@@ -93,7 +94,7 @@ def _attend(Q, K, keep, tau):
     phi = jax.nn.softmax(S, axis=-1)
     if keep is None:
         return phi, phi.mean(axis=0)
-    return phi, jnp.sum(jnp.where(keep[:, None], phi, 0.0), axis=0) / jnp.maximum(jnp.sum(keep), 1)
+    return phi, masked_mean(phi, keep)
 
 
 def apply_fast(params, x, hp: Hparams):

@@ -35,7 +35,8 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from attnlab.parts import Model, PartConfig, from_data, register, tokens
+from attnlab.models.nn import kept, masked_mean, softmax_keys
+from attnlab.parts import Model, PartConfig, from_data, register
 
 # ---------------------------------------------------------------- hyperparameters
 
@@ -138,31 +139,12 @@ def init_linear(key, hp: LinearHparams, dtype=jnp.float32):
 # ---------------------------------------------------------------- forward pass
 
 
-def kept(x):
-    """(X (L, d) with dropped tokens zeroed, keep (L,) bool) of a per-sample input."""
-    X, mask = tokens(x)
-    keep = jnp.ones(X.shape[0], bool) if mask is None else jnp.asarray(mask, bool)
-    # Zeroing makes dropped tokens inert (even NaN padding) and gives them zero gradient.
-    return jnp.where(keep[:, None], X, 0), keep
-
-
-def masked_mean(v, keep):
-    """(1/|S|) Σ_{l∈S} v_l over the leading axis; 0 when S is empty."""
-    return jnp.sum(jnp.where(keep.reshape(-1, *[1] * (v.ndim - 1)), v, 0), axis=0) / jnp.maximum(keep.sum(), 1)
-
-
 def attention(params, X, keep):
     """A_{l,s} = softmax_{s∈S}( x_sᵀ W_Kᵀ W_Q x_l ) ∈ R^{L×L} (row = query l).
 
     Dropped keys get −∞ logits; rows of dropped queries and rows with no kept key are 0."""
     q, k = X @ params["W_Q"].T, X @ params["W_K"].T  # (L, m_b): W_Q x_l, W_K x_s
-    logits = jnp.where(keep[None, :], q @ k.T, -jnp.inf)
-    top = jnp.max(logits, axis=-1, keepdims=True)
-    top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0))  # all-masked row: no −∞ − −∞
-    e = jnp.where(keep[None, :], jnp.exp(logits - top), 0)
-    z = e.sum(-1, keepdims=True)
-    A = e / jnp.where(z > 0, z, 1)
-    return jnp.where(keep[:, None], A, 0)
+    return softmax_keys(q @ k.T, keep)
 
 
 def readout(params, H):

@@ -63,7 +63,8 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_serializer, model_validator
 
-from attnlab.models.wu2023 import attention_stats, kept, softmax_keys
+from attnlab.models.nn import kept, masked_mean, softmax_keys
+from attnlab.models.wu2023 import attention_stats
 from attnlab.parts import Model, PartConfig, from_data, register
 
 LN_EPS = 1e-6
@@ -276,7 +277,7 @@ def apply(params, x, hp: Hparams):
     if hp.pool == "cls":
         pooled = z[0]
     else:
-        pooled = jnp.sum(jnp.where(keep[:, None], z, 0), axis=0) / jnp.maximum(keep.sum(), 1)
+        pooled = masked_mean(z, keep)
     h = layer_norm(pooled, params["lnf_g"], params["lnf_b"])
     f = h @ params["w_head"] + params["b_head"]
     Lp = keep.shape[0]

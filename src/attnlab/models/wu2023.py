@@ -49,7 +49,8 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from attnlab.parts import Model, PartConfig, from_data, register, tokens
+from attnlab.models.nn import kept, masked_mean, softmax_keys
+from attnlab.parts import Model, PartConfig, from_data, register
 
 INITS = ("lecun", "he", "ntk")
 VARIANCE_GAIN = {"lecun": 1.0, "he": 2.0, "ntk": 1.0}  # draw variance × fan_in (ntk: N(0, 1), see `scales`)
@@ -134,23 +135,6 @@ def groups(hp: Hparams) -> dict[str, tuple[str, ...]]:
 # ---------------------------------------------------------------- forward pass
 
 
-def kept(x):
-    """(X (d_s, d) with dropped tokens zeroed, keep (d_s,) bool) of a per-sample input."""
-    X, mask = tokens(x)
-    keep = jnp.ones(X.shape[0], bool) if mask is None else jnp.asarray(mask, bool)
-    return jnp.where(keep[:, None], X, 0), keep
-
-
-def softmax_keys(S, keep):
-    """Row softmax of S (..., d_s, d_s) over the kept keys; rows of dropped queries are 0."""
-    logits = jnp.where(keep, S, -jnp.inf)
-    top = jnp.max(logits, axis=-1, keepdims=True)
-    top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0))  # all-masked row: no −∞ − −∞
-    e = jnp.where(keep, jnp.exp(logits - top), 0)
-    z = e.sum(-1, keepdims=True)
-    return jnp.where(keep[:, None], e / jnp.where(z > 0, z, 1), 0)
-
-
 def heads_of(Z, hp: Hparams):
     """(d_s, d_m) -> (H, d_s, d_h): the H consecutive column blocks of Z."""
     return Z.reshape(Z.shape[0], hp.heads, hp.d_h).transpose(1, 0, 2)
@@ -179,7 +163,7 @@ def apply(params, x, hp: Hparams):
     A = (phi @ V).transpose(1, 0, 2).reshape(X.shape[0], hp.d_m)  # heads concatenated: (d_s, d_m)
     if hp.ffn:
         A = sc["F"] * A @ params["W_F"].T
-    h = jnp.sum(jnp.where(keep[:, None], jax.nn.relu(A), 0), axis=0) / n_kept  # mean over kept tokens
+    h = masked_mean(jax.nn.relu(A), keep)  # mean over kept tokens
     f = sc["tau1"] * params["w_O"] @ h
     return f, attention_stats(phi, S, keep, n_kept)
 

@@ -22,8 +22,9 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.data import jiang2024 as jdata
+from attnlab.models.nn import masked_mean
 from attnlab.parts import ProbeSet, register
-from attnlab.probes import masked_mean, role_mass
+from attnlab.probes import role_mass
 
 
 def build(ctx):

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.data import li2023 as ldata
+from attnlab.models.nn import masked_mean
 from attnlab.parts import ProbeSet, register
-from attnlab.probes import masked_mean
 
 
 def _mass(attn, role, keep, query_role, key_role):
@@ -26,12 +26,12 @@ def _mass(attn, role, keep, query_role, key_role):
     q = keep & (role == query_role)
     k = keep & (role == key_role)
     per_query = jnp.sum(jnp.where(k[None, :], attn, 0.0), axis=1)
-    return jnp.sum(jnp.where(q, per_query, 0.0)) / jnp.maximum(jnp.sum(q), 1)
+    return masked_mean(per_query, q)
 
 
 def _entropy(attn, keep):
     h = -jnp.sum(jnp.where(attn > 0, attn * jnp.log(jnp.where(attn > 0, attn, 1.0)), 0.0), axis=1)
-    return jnp.sum(jnp.where(keep, h, 0.0)) / jnp.maximum(jnp.sum(keep), 1)
+    return masked_mean(h, keep)
 
 
 def build(ctx):

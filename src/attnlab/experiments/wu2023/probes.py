@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 
 from attnlab import ntk
+from attnlab.models.nn import masked_mean
 from attnlab.parts import ProbeSet, register
-from attnlab.probes import masked_mean
 from attnlab.train import stream
 
 OUTPUT = {"wu2023": "w_O", "vit": "w_head"}  # the output weights' block, per model
