@@ -40,8 +40,14 @@ print(json.dumps({"estimate": e, "dry_run_s": t1 - t0, "train_s": v["train_secon
 def measure(spec: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="attnlab-estimate-") as tmp:
         env = os.environ | {"ATTNLAB_COMPILE_CACHE": str(Path(tmp) / "jax")}
-        r = subprocess.run([sys.executable, "-c", ONE, str(spec), str(Path(tmp) / "out")], env=env, cwd=ROOT,
-                           capture_output=True, text=True, check=False)  # fmt: skip
+        r = subprocess.run(
+            [sys.executable, "-c", ONE, str(spec), str(Path(tmp) / "out")],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if r.returncode:
             raise SystemExit(f"{spec.name}: {r.stderr[-2000:]}")
         m = json.loads(r.stdout.strip().splitlines()[-1])
@@ -57,9 +63,11 @@ def main() -> None:
     rows = [measure(p) for p in sorted((ROOT / "examples").glob("*.toml"))]
     for r in rows:
         e = r["estimate"]
-        print(f"{r['spec']:36s} estimate {e['seconds']:6.1f} s (compile {e['compile_seconds']:5.1f} s, "
-              f"{e['programs']} programs)  training {r['train_s']:6.1f} s  ratio {r['ratio_train']:.2f}  "
-              f"whole run {r['run_s']:6.1f} s  ratio {r['ratio_run']:.2f}  (dry run {r['dry_run_s']:.1f} s)")  # fmt: skip
+        print(
+            f"{r['spec']:36s} estimate {e['seconds']:6.1f} s (compile {e['compile_seconds']:5.1f} s, "
+            f"{e['programs']} programs)  training {r['train_s']:6.1f} s  ratio {r['ratio_train']:.2f}  "
+            f"whole run {r['run_s']:6.1f} s  ratio {r['ratio_run']:.2f}  (dry run {r['dry_run_s']:.1f} s)"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2))

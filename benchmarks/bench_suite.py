@@ -72,8 +72,10 @@ def check() -> int:
         return 1
     for suite in bench.SUITES:
         check_same_function(torch, suite)
-        print(f"ok: {suite}: the PyTorch baseline computes attnlab's f, loss and gradients on the same parameters; "
-              "same init law")  # fmt: skip
+        print(
+            f"ok: {suite}: the PyTorch baseline computes attnlab's f, loss and gradients on the same parameters; "
+            "same init law"
+        )
         r = check_suite(suite)
         bench.render(r, Console())
         print(f"ok: {suite}: 2-cell smoke run of the suite end to end")

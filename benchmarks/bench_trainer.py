@@ -41,7 +41,7 @@ def main():
         base | {"data.mu": float(rng.choice([5.0, 15.0, 40.0])), "data.N": int(n), "rep": i}
         for i, n in enumerate(rng.choice(np.arange(2, 21, 2), a.cells))
     ]
-    (key, bucket), = grid.buckets(cells).items()
+    ((key, bucket),) = grid.buckets(cells).items()
     static = dict(key)
     comp = Composition.of(static)
     cfg = comp.train_config(static)
@@ -68,14 +68,21 @@ def main():
 
     def reference():
         return [
-            train_reference(comp.problem(static, {"data.N": c["data.N"]}), cfg,
-                            {k: x[0] for k, x in inputs([c]).items()})["metrics"]
+            train_reference(
+                comp.problem(static, {"data.N": c["data.N"]}), cfg, {k: x[0] for k, x in inputs([c]).items()}
+            )["metrics"]
             for c in cells
-        ]  # fmt: skip
+        ]
+
     t_ref, out_ref = timed(reference)
 
-    res = {"cells": len(cells), "d": a.d, "width": a.width, "total_steps": int(sum(r["stop_step"] for r in out_ref)),
-           "reference_s": round(t_ref, 3)}  # fmt: skip
+    res = {
+        "cells": len(cells),
+        "d": a.d,
+        "width": a.width,
+        "total_steps": int(sum(r["stop_step"] for r in out_ref)),
+        "reference_s": round(t_ref, 3),
+    }
     for name, out in outs.items():
         res[f"{name}_s"] = round(times[name], 3)
         res[f"{name}_compile_s"] = round(compile_s[name], 3)

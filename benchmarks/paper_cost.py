@@ -57,10 +57,15 @@ def cost(exp_id: str, per_size: int) -> dict:
     mid = sorted(per_n)[len(per_n) // 2]
     total += n_tune * per_n[mid]
     return {
-        "experiment": exp_id, "paper_cells": len(cells), "tuning_cells": n_tune, "measured_cells": len(sub),
-        "measured_wall_s": round(wall, 1), "seconds_per_cell_by_N": {k: round(v, 3) for k, v in per_n.items()},
-        "extrapolated_total_s": round(total, 0), "extrapolated_total_h": round(total / 3600, 2),
-    }  # fmt: skip
+        "experiment": exp_id,
+        "paper_cells": len(cells),
+        "tuning_cells": n_tune,
+        "measured_cells": len(sub),
+        "measured_wall_s": round(wall, 1),
+        "seconds_per_cell_by_N": {k: round(v, 3) for k, v in per_n.items()},
+        "extrapolated_total_s": round(total, 0),
+        "extrapolated_total_h": round(total / 3600, 2),
+    }
 
 
 def main():

@@ -79,8 +79,11 @@ def profile_chunk(ch: executors.Chunk, steps: int) -> dict:
     steps_fn = one(run_steps)
     full_fn = one(lambda data, train, fixed: T._full_loss(problem, train, fixed, data)[0])
     final_fn = one(lambda data, train, fixed: T._final_metrics(problem, cfg, train, fixed, data))
-    test_fn = one(lambda data, train, fixed: problem.loss.fn(T._vapply(problem, {**train, **fixed}, data["X_test"])[0],
-                                                              data["y_test"]).mean())  # fmt: skip
+    test_fn = one(
+        lambda data, train, fixed: problem.loss.fn(
+            T._vapply(problem, {**train, **fixed}, data["X_test"])[0], data["y_test"]
+        ).mean()
+    )
 
     data, train, fixed, opt = start_fn(v)
     K = len(cells)
@@ -90,8 +93,10 @@ def profile_chunk(ch: executors.Chunk, steps: int) -> dict:
     per_judged = _timed(full_fn, data, train, fixed) / K if loop.batch else 0.0
     loops = [bench.Loop.of(c) for c in cells]
     real = sum(bench.loop_passes(lp, int(s))["forward_backward"] for lp, s in zip(loops, stops, strict=True))
-    rows = sum(bench.loop_passes(lp, int(s), n_pad=pads.get("data.N"))["forward_backward"]
-               for lp, s in zip(loops, stops, strict=True))  # fmt: skip
+    rows = sum(
+        bench.loop_passes(lp, int(s), n_pad=pads.get("data.N"))["forward_backward"]
+        for lp, s in zip(loops, stops, strict=True)
+    )
     parts = {
         "data": _timed(data_fn, v),
         "steps": per_step * float((stops + 1).sum()),
@@ -102,10 +107,17 @@ def profile_chunk(ch: executors.Chunk, steps: int) -> dict:
     parts["loop_other"] = program - sum(parts.values())  # loop control, masks, probe records, transfer
     parts["host"] = total - program  # train_chunk around the program: inputs, results table
     return {
-        "pads": pads, "cells": K, "stop_steps": stops.tolist(), "total_s": total, "compile_s": max(first - total, 0.0),
-        "parts_s": parts, "final_test_only_s": test, "seconds_per_step": per_step, "seconds_per_judged_pass": per_judged,
+        "pads": pads,
+        "cells": K,
+        "stop_steps": stops.tolist(),
+        "total_s": total,
+        "compile_s": max(first - total, 0.0),
+        "parts_s": parts,
+        "final_test_only_s": test,
+        "seconds_per_step": per_step,
+        "seconds_per_judged_pass": per_judged,
         "step_rows_padding_share": 1 - real / rows,
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -128,16 +140,22 @@ def main() -> None:
         r = profile_chunk(ch, args.steps)
         out["profiled"].append(r)
         share = {k: round(x / r["total_s"], 3) for k, x in r["parts_s"].items()}
-        print(f"chunk {r['pads']} ({r['cells']} cells, stops {min(r['stop_steps'])}-{max(r['stop_steps'])}): "
-              f"total {r['total_s']:.2f} s, compile {r['compile_s']:.1f} s; shares {share}; final test set alone "
-              f"{r['final_test_only_s']:.3f} s; padding {r['step_rows_padding_share']:.2f} of step rows; "
-              f"{r['seconds_per_step'] * 1e3:.3f} ms/step", flush=True)  # fmt: skip
+        print(
+            f"chunk {r['pads']} ({r['cells']} cells, stops {min(r['stop_steps'])}-{max(r['stop_steps'])}): "
+            f"total {r['total_s']:.2f} s, compile {r['compile_s']:.1f} s; shares {share}; final test set alone "
+            f"{r['final_test_only_s']:.3f} s; padding {r['step_rows_padding_share']:.2f} of step rows; "
+            f"{r['seconds_per_step'] * 1e3:.3f} ms/step",
+            flush=True,
+        )
     tot = {k: sum(r["parts_s"][k] for r in out["profiled"]) for k in out["profiled"][0]["parts_s"]}
     s = sum(r["total_s"] for r in out["profiled"])
     out["summary_shares"] = {k: round(x / s, 3) for k, x in tot.items()}
     out["summary_compile_s_per_program"] = float(np.mean([r["compile_s"] for r in out["profiled"]]))
-    print(f"over the profiled chunks: shares {out['summary_shares']}; compile "
-          f"{out['summary_compile_s_per_program']:.1f} s per program", flush=True)  # fmt: skip
+    print(
+        f"over the profiled chunks: shares {out['summary_shares']}; compile "
+        f"{out['summary_compile_s_per_program']:.1f} s per program",
+        flush=True,
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

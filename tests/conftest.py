@@ -45,7 +45,9 @@ if enable_compile_cache():
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "ray: uses the session's local Ray instance (run in a pytest process of its own)")
+    config.addinivalue_line(
+        "markers", "ray: uses the session's local Ray instance (run in a pytest process of its own)"
+    )
 
 
 def pytest_collection_modifyitems(items):
@@ -71,8 +73,9 @@ def pytest_terminal_summary(terminalreporter):
     limit = Path("/proc/sys/vm/max_map_count")
     limit = int(limit.read_text()) if limit.exists() else None
     if _PEAK["mappings"]:
-        terminalreporter.write_line(f"peak memory mappings of a test process: {_PEAK['mappings']} (the kernel's limit: "
-                                    f"{limit})")  # fmt: skip
+        terminalreporter.write_line(
+            f"peak memory mappings of a test process: {_PEAK['mappings']} (the kernel's limit: {limit})"
+        )
 
 
 # ---------------------------------------------------------------- compiled programs and mappings
@@ -112,8 +115,13 @@ def jax_cache_env() -> dict:
     """Environment variables that give a process (a CLI run, a Ray worker) this session's
     compile cache: a compile done once is loaded by the others. It saves compile time only; the
     executables, so the numbers, are the same."""
-    names = ("ATTNLAB_COMPILE_CACHE", "ATTNLAB_COMPILE_CACHE_MIN_SECONDS", "JAX_COMPILATION_CACHE_DIR",
-             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "XLA_FLAGS")  # fmt: skip
+    names = (
+        "ATTNLAB_COMPILE_CACHE",
+        "ATTNLAB_COMPILE_CACHE_MIN_SECONDS",
+        "JAX_COMPILATION_CACHE_DIR",
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+        "XLA_FLAGS",
+    )
     return {k: os.environ[k] for k in names if k in os.environ}
 
 

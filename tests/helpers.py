@@ -49,9 +49,13 @@ def run_bucket(cells, tags=(), pads=None, **kw):
     v = grid.batch_inputs(comp, cells)
     with x64(cells[0]):
         return train_bucket(
-            comp.problem(static, pads), comp.train_config(static), v, shared=comp.shared(static),
-            cache_key=(key, tuple(sorted(pads.items()))), **kw,
-        )  # fmt: skip
+            comp.problem(static, pads),
+            comp.train_config(static),
+            v,
+            shared=comp.shared(static),
+            cache_key=(key, tuple(sorted(pads.items()))),
+            **kw,
+        )
 
 
 _REFERENCE: dict[str, dict] = {}
@@ -66,7 +70,10 @@ def run_reference(cell, tags=()):
         pads = {f: cell[f] for f in comp.size_fields()}  # exactly N samples: no padding at all
         with x64(cell):
             _REFERENCE[cid] = train_reference(
-                comp.problem(static, pads), comp.train_config(static), v, shared=comp.shared(static),
+                comp.problem(static, pads),
+                comp.train_config(static),
+                v,
+                shared=comp.shared(static),
                 cache_key=(key, tuple(tags), tuple(sorted(pads.items()))),
             )
     return _REFERENCE[cid]

@@ -20,16 +20,32 @@ from attnlab.errors import AttnlabError
 FORMATS = ("pandas", "arrow", "polars")
 TRACES = ("wide", "long")
 # columns that describe a cell or the run, not a measurement (the rest are metrics)
-KEYS = ("id", "seed", "block", "rep", "status", "stop_step", "seconds", "attnlab_version", "git_sha", "jax_version",
-        "jaxlib_version", "backend", "strategy", "dtype")  # fmt: skip
+KEYS = (
+    "id",
+    "seed",
+    "block",
+    "rep",
+    "status",
+    "stop_step",
+    "seconds",
+    "attnlab_version",
+    "git_sha",
+    "jax_version",
+    "jaxlib_version",
+    "backend",
+    "strategy",
+    "dtype",
+)
 
 
-def reproduce(exp_id: str, scale: str = "cpu", out: Path | str | None = None, sets: list[str] | None = None,
-              **kw: Any) -> dict:  # fmt: skip
+def reproduce(
+    exp_id: str, scale: str = "cpu", out: Path | str | None = None, sets: list[str] | None = None, **kw: Any
+) -> dict:
     """Run (or resume) a paper experiment into ``out`` (default results/ID-SCALE), as
     ``attnlab reproduce``; ``kw``: executor, progress, config, force. Returns the verdict."""
     from attnlab.experiments import get
     from attnlab.experiments.base import reproduce as run
+
     target = Path(out) if out is not None else Path("results") / f"{exp_id}-{scale}"
     return run(get(exp_id), scale, target, sets=list(sets or []), **kw)
 
@@ -95,8 +111,13 @@ def _long(table):
         raise AttnlabError("traces='long': this run records no traces (no trace_step column)")
     steps = table.column("trace_step").combine_chunks()
     n = pc.list_value_length(steps)
-    aligned = [c for c in table.column_names if c.startswith("trace_") and c != "trace_step"
-               and pc.all(pc.equal(pc.list_value_length(table.column(c).combine_chunks()), n)).as_py()]  # fmt: skip
+    aligned = [
+        c
+        for c in table.column_names
+        if c.startswith("trace_")
+        and c != "trace_step"
+        and pc.all(pc.equal(pc.list_value_length(table.column(c).combine_chunks()), n)).as_py()
+    ]
     parent = pc.list_parent_indices(steps)
     cols = {c: table.column(c).take(parent) for c in table.column_names if c != "trace_step" and c not in aligned}
     cols["step"] = pc.list_flatten(steps)
@@ -121,8 +142,13 @@ def to_xarray(out: Path | str):
     df = wide.to_pandas()
     listed = {c for c in wide.column_names if isinstance(wide.schema.field(c).type, pa.ListType)}
     # the cell's fields: its parts' and the experiment's own labels (strings: tags such as a stage)
-    fields = [c for c in df.columns if c not in KEYS and c not in listed
-              and (c.split(".", 1)[0] in ("data", "model", "train") or pa.types.is_string(wide.schema.field(c).type))]  # fmt: skip
+    fields = [
+        c
+        for c in df.columns
+        if c not in KEYS
+        and c not in listed
+        and (c.split(".", 1)[0] in ("data", "model", "train") or pa.types.is_string(wide.schema.field(c).type))
+    ]
     scalar = [c for c in df.columns if c not in fields and c not in KEYS and c not in listed]
     dims = [c for c in fields if df[c].astype(str).nunique() > 1]
     for f in reversed(dims[:]):  # a field fixed by the others (a regime label of its ‖μ‖) is a coordinate
@@ -135,8 +161,10 @@ def to_xarray(out: Path | str):
     traces = [c for c in wide.column_names if c.startswith("trace_") and c != "trace_step"]
     if not full:
         df = df.reset_index(drop=True).rename_axis("cell")
-        ds = xr.Dataset({c: ("cell", df[c].to_numpy()) for c in scalar + ["status"]},
-                        coords={c: ("cell", df[c].to_numpy()) for c in dims + labels + ["id"]})  # fmt: skip
+        ds = xr.Dataset(
+            {c: ("cell", df[c].to_numpy()) for c in scalar + ["status"]},
+            coords={c: ("cell", df[c].to_numpy()) for c in dims + labels + ["id"]},
+        )
         if traces:
             long = _long(wide).to_pandas().merge(df[["id"]].reset_index(), on="id")
             tr = long.set_index(["cell", "step"])[[c for c in traces if c in long]].to_xarray()
@@ -164,7 +192,9 @@ def connect(out: Path | str):
 
     out = Path(out)
     if not out.is_dir():
-        raise AttnlabError(f"{out}: not a results directory ({'does not exist' if not out.exists() else 'not a directory'})")
+        raise AttnlabError(
+            f"{out}: not a results directory ({'does not exist' if not out.exists() else 'not a directory'})"
+        )
     results = out / "results.parquet"
     parts = Store(out)._part_files()
     if not results.is_file() and not parts:
@@ -207,8 +237,9 @@ def query(out: Path | str, sql: str, format: str = "pandas"):
         rel = con.sql(sql)
         table = None if rel is None else _to_arrow(rel)
     except duckdb.PermissionException as e:
-        raise AttnlabError(f"SQL: the query is read-only — it sees the tables results and parts and no file "
-                           f"({str(e).strip()})") from None  # fmt: skip
+        raise AttnlabError(
+            f"SQL: the query is read-only — it sees the tables results and parts and no file ({str(e).strip()})"
+        ) from None
     except duckdb.Error as e:
         raise AttnlabError(f"SQL: {str(e).strip()}{_quote_hint(sql, str(e))}") from None
     finally:

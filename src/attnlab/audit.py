@@ -105,10 +105,18 @@ def run_control(exp, control: Control, out: Path, progress: bool = False) -> dic
 
     verdict = reproduce(exp, control.scale, out, sets=list(control.sets), progress=progress)
     got = {c["id"]: c["outcome"] for c in verdict["claims"]}
-    return {"name": control.name, "kind": control.kind, "scale": control.scale, "sets": list(control.sets),
-            "why": control.why, "expect": control.expect, "got": {k: got.get(k, "absent") for k in control.expect},
-            "held": all(got.get(k) == v for k, v in control.expect.items()), "out": str(out),
-            "runtime_s": verdict["runtime_s"]}  # fmt: skip
+    return {
+        "name": control.name,
+        "kind": control.kind,
+        "scale": control.scale,
+        "sets": list(control.sets),
+        "why": control.why,
+        "expect": control.expect,
+        "got": {k: got.get(k, "absent") for k in control.expect},
+        "held": all(got.get(k) == v for k, v in control.expect.items()),
+        "out": str(out),
+        "runtime_s": verdict["runtime_s"],
+    }
 
 
 def rate(outcomes: list[str], which: str) -> dict[str, float]:
@@ -120,9 +128,12 @@ def rate(outcomes: list[str], which: str) -> dict[str, float]:
 def judge(h1: list[str], h0: list[str]) -> dict[str, Any]:
     """The audit row of one rule from its outcomes under H1 and under H0."""
     row = {
-        "power": rate(h1, "pass"), "false_pass": rate(h0, "pass"), "false_fail": rate(h1, "fail"),
-        "inconclusive_h1": rate(h1, "inconclusive"), "inconclusive_h0": rate(h0, "inconclusive"),
-    }  # fmt: skip
+        "power": rate(h1, "pass"),
+        "false_pass": rate(h0, "pass"),
+        "false_fail": rate(h1, "fail"),
+        "inconclusive_h1": rate(h1, "inconclusive"),
+        "inconclusive_h0": rate(h0, "inconclusive"),
+    }
     why = []
     if row["false_pass"]["ci95"][1] > MAX_FALSE_PASS:
         why.append(f"false pass up to {row['false_pass']['ci95'][1]:.3f} > {MAX_FALSE_PASS}")
@@ -133,8 +144,13 @@ def judge(h1: list[str], h0: list[str]) -> dict[str, Any]:
     return row | {"flagged": bool(why), "reason": "; ".join(why)}
 
 
-def outcomes_of(analyse: Callable[[dict], Any], simulate: Callable[[np.random.Generator], dict], sims: int,
-                seed: tuple[int, ...], why: dict[str, str] | None = None) -> list[dict[str, str]]:  # fmt: skip
+def outcomes_of(
+    analyse: Callable[[dict], Any],
+    simulate: Callable[[np.random.Generator], dict],
+    sims: int,
+    seed: tuple[int, ...],
+    why: dict[str, str] | None = None,
+) -> list[dict[str, str]]:
     """claim id -> outcome, for each of ``sims`` simulated data sets (seeded by ``seed`` + index);
     ``why`` collects the detail of each claim reported as descriptive (why it is a measurement)."""
     out = []
@@ -154,8 +170,15 @@ def _world_seed(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
 
 
-def audit(exp, spec, scale: str, sims: int = 200, seed: int = 0, stored: dict[str, np.ndarray] | None = None,
-          progress: Callable[[str], None] | None = None) -> dict[str, Any]:  # fmt: skip
+def audit(
+    exp,
+    spec,
+    scale: str,
+    sims: int = 200,
+    seed: int = 0,
+    stored: dict[str, np.ndarray] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Audit every declared claim of ``exp`` at ``spec``'s design; the content of audit.json.
     ``stored``: a stored run's columns, whose noise levels the design's ``plug_in`` reads."""
     design: Design | None = getattr(exp, "audit", None)
@@ -193,15 +216,29 @@ def audit(exp, spec, scale: str, sims: int = 200, seed: int = 0, stored: dict[st
         h1 = [o.get(ca.claim, "absent") for o in outcomes(ca.h1)]
         descriptive = all(o == "descriptive" for o in h1)  # a measurement at this design: no verdict to audit
         h0 = [] if descriptive else [o.get(ca.claim, "absent") for o in outcomes(ca.h0)]
-        row = {"id": ca.claim, "regime": exp.regime, "h1": ca.h1.statement, "h1_source": ca.h1.source,
-               "h0": ca.h0.statement, "h0_source": ca.h0.source, **judge(h1, h0), "descriptive": descriptive}  # fmt: skip
+        row = {
+            "id": ca.claim,
+            "regime": exp.regime,
+            "h1": ca.h1.statement,
+            "h1_source": ca.h1.source,
+            "h0": ca.h0.statement,
+            "h0_source": ca.h0.source,
+            **judge(h1, h0),
+            "descriptive": descriptive,
+        }
         if descriptive:
             row.update(flagged=False, reason=why.get(ca.claim) or "reported as a measurement at this design")
         rows.append(row)
     return {
-        "experiment": exp.id, "scale": scale, "sims": sims, "seed": seed, "noise": noise,
-        "noise_source": noise_source, "seconds": round(time.perf_counter() - t0, 1), "claims": rows,
-    }  # fmt: skip
+        "experiment": exp.id,
+        "scale": scale,
+        "sims": sims,
+        "seed": seed,
+        "noise": noise,
+        "noise_source": noise_source,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "claims": rows,
+    }
 
 
 def write(path: Path, result: dict) -> Path:
@@ -215,10 +252,15 @@ def write(path: Path, result: dict) -> Path:
 def markdown(result: dict) -> str:
     """One experiment's audit as a Markdown table (the docs' audit page is built from these)."""
     pct = lambda r: f"{r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r["n"] else "—"
-    lines = [f"### {result['experiment']} ({result['scale']})", "",
-             f"`attnlab audit {result['experiment']} --scale {result['scale']} --sims {result['sims']}` · "
-             f"noise: {result['noise_source']} · {result['seconds']:.0f} s", "",
-             "| claim | regime | H1 | H0 | power | false pass | false fail | flag |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"### {result['experiment']} ({result['scale']})",
+        "",
+        f"`attnlab audit {result['experiment']} --scale {result['scale']} --sims {result['sims']}` · "
+        f"noise: {result['noise_source']} · {result['seconds']:.0f} s",
+        "",
+        "| claim | regime | H1 | H0 | power | false pass | false fail | flag |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for c in result["claims"]:
         if c["descriptive"]:
             rates = ["—"] * 3
@@ -229,8 +271,10 @@ def markdown(result: dict) -> str:
         lines.append(f"| {c['id']} | {c['regime']} | {c['h1']} | {c['h0']} | {' | '.join(rates)} | {flag} |")
     for c in result.get("controls", ()):
         got = ", ".join(f"{k} {v}" for k, v in c["got"].items())
-        lines.append(f"\n{c['kind'].capitalize()} control `{c['name']}` ({' '.join(c['sets']) or 'as stated'}, "
-                     f"{c['scale']}): {got} — {'held' if c['held'] else 'did not hold'}. {c['why']}.")  # fmt: skip
+        lines.append(
+            f"\n{c['kind'].capitalize()} control `{c['name']}` ({' '.join(c['sets']) or 'as stated'}, "
+            f"{c['scale']}): {got} — {'held' if c['held'] else 'did not hold'}. {c['why']}."
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -99,9 +99,16 @@ class Shape:
     @classmethod
     def of(cls, cell: dict) -> Shape:
         if cell.get("model.name") != "jiang2024":
-            raise AttnlabError(f"bench: the FLOP count and the baseline know model 'jiang2024', got {cell.get('model.name')!r}")
-        return cls(int(cell["data.M"]), int(cell["data.d"]), int(cell["model.d_h"]), int(cell["model.d_v"]),
-                   bool(cell.get("model.train_w_O", False)))  # fmt: skip
+            raise AttnlabError(
+                f"bench: the FLOP count and the baseline know model 'jiang2024', got {cell.get('model.name')!r}"
+            )
+        return cls(
+            int(cell["data.M"]),
+            int(cell["data.d"]),
+            int(cell["model.d_h"]),
+            int(cell["model.d_v"]),
+            bool(cell.get("model.train_w_O", False)),
+        )
 
     @property
     def trained_params(self) -> int:
@@ -184,9 +191,16 @@ class Loop:
         r = split(cell, "train")
         log_every = int(r.get("log_every", 0))
         logs = T.log_schedule(int(r["max_steps"]), every=log_every, dense_until=int(r.get("log_dense_until", 0)))
-        return cls(int(cell["data.N"]), int(cell["data.n_test"]), int(r["max_steps"]), int(r.get("batch_size", 0)),
-                   int(r.get("stop_every", 1)), r.get("stop_on", "loss"), logs if log_every else (),
-                   test_every_step)  # fmt: skip
+        return cls(
+            int(cell["data.N"]),
+            int(cell["data.n_test"]),
+            int(r["max_steps"]),
+            int(r.get("batch_size", 0)),
+            int(r.get("stop_every", 1)),
+            r.get("stop_on", "loss"),
+            logs if log_every else (),
+            test_every_step,
+        )
 
     def rows(self, t: int, n_pad: int | None = None) -> int:
         """Samples in the batch of step t (the engine's order: :func:`attnlab.train._batch`); with
@@ -232,8 +246,11 @@ def loop_passes(loop: Loop, stop: int, protocol: str = "attnlab", n_pad: int | N
 def cell_flops(per: dict[str, int], loop: Loop, stop: int, protocol: str = "attnlab", n_pad: int | None = None) -> int:
     """FLOPs of one run: ``per`` is a model's per-sample count (forward, backward, update)."""
     p = loop_passes(loop, stop, protocol, n_pad)
-    return (p["forward_backward"] * (per["forward"] + per["backward"]) + p["forward"] * per["forward"]
-            + p["updates"] * per["update"])  # fmt: skip
+    return (
+        p["forward_backward"] * (per["forward"] + per["backward"])
+        + p["forward"] * per["forward"]
+        + p["updates"] * per["update"]
+    )
 
 
 # ---------------------------------------------------------------- PyTorch models (torch is imported lazily)
@@ -397,17 +414,24 @@ class Suite:
         """The cell is this suite's model (the FLOP count) and, with ``baseline``, a recipe the
         serial loop implements; else one clear error."""
         if cell.get("model.name") != self.model:
-            raise AttnlabError(f"bench: the FLOP count and the baseline know model {self.model!r}, "
-                               f"got {cell.get('model.name')!r}")  # fmt: skip
+            raise AttnlabError(
+                f"bench: the FLOP count and the baseline know model {self.model!r}, got {cell.get('model.name')!r}"
+            )
         if not baseline:
             return
-        want = {"train.optimizer": ("gd",), "train.dtype": ("float32",), "train.loss": tuple(LOSS_NAMES),
-                "train.stop_on": tuple(STOP_NAMES)} | self.requires  # fmt: skip
+        want = {
+            "train.optimizer": ("gd",),
+            "train.dtype": ("float32",),
+            "train.loss": tuple(LOSS_NAMES),
+            "train.stop_on": tuple(STOP_NAMES),
+        } | self.requires
         bad = {k: cell.get(k) for k, ok in want.items() if k in cell and cell[k] not in ok}
         bad |= {k: v for k, v in cell.items() if k.startswith("train.lr_mult.")}
         if bad:
             valid = ", ".join(f"{k} in {list(v)}" for k, v in want.items())
-            raise AttnlabError(f"bench: the {self.name} serial baseline implements {valid} (no lr_mult); cell has {bad}")
+            raise AttnlabError(
+                f"bench: the {self.name} serial baseline implements {valid} (no lr_mult); cell has {bad}"
+            )
 
 
 LOSS_NAMES = ("logistic", "hinge", "squared")
@@ -415,60 +439,88 @@ STOP_NAMES = ("loss", "hinge", "error")
 
 SUITES: dict[str, Suite] = {
     "jiang2024": Suite(
-        name="jiang2024", experiment="jiang2024-fig1", scale="paper", model="jiang2024",
+        name="jiang2024",
+        experiment="jiang2024-fig1",
+        scale="paper",
+        model="jiang2024",
         module=lambda torch, hp: _jiang2024_class(torch)(hp.d, hp.d_h, hp.d_v, hp.init_scale, hp.tau, hp.train_w_O),
-        layout={"W_Q": ("W_Q.weight", True), "W_K": ("W_K.weight", True), "W_V": ("W_V.weight", True),
-                "w_O": ("w_O.weight", False)},
+        layout={
+            "W_Q": ("W_Q.weight", True),
+            "W_K": ("W_K.weight", True),
+            "W_V": ("W_V.weight", True),
+            "w_O": ("w_O.weight", False),
+        },
         flops=flops_jiang2024,
-        outcome=Outcome("test_loss", "test loss", "<", lambda cols: cols["test_loss"].astype(float),
-                        lambda r: r["test_loss"]),
+        outcome=Outcome(
+            "test_loss", "test loss", "<", lambda cols: cols["test_loss"].astype(float), lambda r: r["test_loss"]
+        ),
         level=lambda spec: float(spec.level),
         implementation="PyTorch, one model at a time: nn.Linear (default init / init_scale), torch.optim.SGD, "
-                       "full batch, test loss at every step; data = attnlab's (same key), init draws differ",
-        requires={"train.loss": ("logistic",), "train.batch_size": (0,), "train.stop_on": ("loss",),
-                  "train.stop_every": (1,)},
+        "full batch, test loss at every step; data = attnlab's (same key), init draws differ",
+        requires={
+            "train.loss": ("logistic",),
+            "train.batch_size": (0,),
+            "train.stop_on": ("loss",),
+            "train.stop_every": (1,),
+        },
         test_every_step=True,
         row=lambda c: {"mu": c.get("data.mu"), "snr": _r(c["data.mu"] / (c["data.sigma_p"] * c["data.d"] ** 0.5), 4)},
     ),
     "li2023": Suite(
-        name="li2023", experiment="li2023-fig1", scale="cpu", model="li2023-vit",
-        module=lambda torch, hp: _li2023_class(torch)(hp.d, hp.m, hp.m_a, hp.m_b, hp.init, hp.sigma, hp.delta,
-                                                       hp.a_scale),
-        layout={"W_Q": ("W_Q.weight", False), "W_K": ("W_K.weight", False), "W_V": ("W_V.weight", False),
-                "W_O": ("W_O.weight", False), "a": ("a", False)},
+        name="li2023",
+        experiment="li2023-fig1",
+        scale="cpu",
+        model="li2023-vit",
+        module=lambda torch, hp: _li2023_class(torch)(
+            hp.d, hp.m, hp.m_a, hp.m_b, hp.init, hp.sigma, hp.delta, hp.a_scale
+        ),
+        layout={
+            "W_Q": ("W_Q.weight", False),
+            "W_K": ("W_K.weight", False),
+            "W_V": ("W_V.weight", False),
+            "W_O": ("W_O.weight", False),
+            "a": ("a", False),
+        },
         flops=flops_li2023,
-        outcome=Outcome("test_error", "test error", "<=", lambda cols: cols["test_error"].astype(float),
-                        lambda r: r["test_error"]),
+        outcome=Outcome(
+            "test_error", "test error", "<=", lambda cols: cols["test_error"].astype(float), lambda r: r["test_error"]
+        ),
         level=lambda spec: 0.0,
         implementation="PyTorch, one model at a time: nn.Linear layers drawn N(0, 1/fan_in) (attnlab's law), fixed "
-                       "±1/√m readout, torch.optim.SGD on mini-batches in attnlab's order, hinge loss of the "
-                       "training set judged every stop_every steps, test error once at the stop; data = attnlab's "
-                       "(same key), init draws differ",
+        "±1/√m readout, torch.optim.SGD on mini-batches in attnlab's order, hinge loss of the "
+        "training set judged every stop_every steps, test error once at the stop; data = attnlab's "
+        "(same key), init draws differ",
         requires={"data.sparsify": ("none",)},
         row=lambda c: {"alpha_star": c.get("data.alpha_star")},
         notes=("li2023-fig1's lr-tuning stage is not run: every cell trains at its train.lr",),
     ),
     "wu2023": Suite(
-        name="wu2023", experiment="wu2023-width", scale="cpu", model="wu2023",
+        name="wu2023",
+        experiment="wu2023-width",
+        scale="cpu",
+        model="wu2023",
         module=lambda torch, hp: _wu2023_class(torch)(hp.d, hp.d_m, hp.alpha, hp.init),
-        layout={"W_Q": ("W_Q.weight", False), "W_K": ("W_K.weight", False), "W_V": ("W_V.weight", False),
-                "w_O": ("w_O.weight", False)},
+        layout={
+            "W_Q": ("W_Q.weight", False),
+            "W_K": ("W_K.weight", False),
+            "W_V": ("W_V.weight", False),
+            "w_O": ("w_O.weight", False),
+        },
         flops=flops_wu2023,
         # ½(f − y)² in float32 with f, y ~ 1 stalls at ~10⁻¹⁴…10⁻¹² of the initial loss (f resolved to ~10⁻⁷):
         # below 10⁻¹⁰ two runs differ by rounding, not by training
         outcome=Outcome("loss_ratio", "final/initial train loss", "<=", _loss_ratio, _ratio, log=True, floor=1e-10),
         level=lambda spec: float(spec.target),
         implementation="PyTorch, one model at a time: nn.Linear layers drawn N(0, 1/fan_in) (LeCun, attnlab's law), "
-                       "torch.optim.SGD, full batch, the training loss logged every epoch; data = attnlab's (same "
-                       "key), init draws differ",
+        "torch.optim.SGD, full batch, the training loss logged every epoch; data = attnlab's (same "
+        "key), init draws differ",
         requires={"model.heads": (1,), "model.tied": (False,), "model.ffn": (False,), "train.batch_size": (0,)},
         row=lambda c: {"d_m": c.get("model.d_m"), "alpha": c.get("model.alpha")},
         # the loss-target grid the suite has always timed (no kernel probes: the baseline records none)
-        sets=("data.N=4,8,16,32,64", "data.d=16", "model.d_m=1,2,3,4,6,8,12,16,32,64", "train.max_steps=800",
-              "reps=6"),
+        sets=("data.N=4,8,16,32,64", "data.d=16", "model.d_m=1,2,3,4,6,8,12,16,32,64", "train.max_steps=800", "reps=6"),
         fields={"train.probes": ""},
     ),
-}  # fmt: skip
+}
 
 
 def get_suite(name: str) -> Suite:
@@ -527,9 +579,15 @@ def suite_cells(suite: str, scale: str | None = None) -> tuple[Any, Any, list[di
 
 
 def agreement(
-    a_val, b_val, level: float = LEVEL, a_stop=None, b_stop=None, op: str = "<", log: bool = False,
+    a_val,
+    b_val,
+    level: float = LEVEL,
+    a_stop=None,
+    b_stop=None,
+    op: str = "<",
+    log: bool = False,
     floor: float | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """How far two implementations' outcomes on the same cells agree. Pairs with a non-finite
     value are counted and left out. Success = value ``op`` level; ``different_side``: cells that
     one side counts a success and the other not. With ``log`` the differences are of log10
@@ -547,15 +605,21 @@ def agreement(
     diff = np.abs(ta - tb)
     side = wins(a) != wins(b)
     out = {
-        "cells": int(ok.sum()), "non_finite_pairs": int((~ok).sum()), "level": level,
-        "success_rule": f"{op} {level:g}", "difference_of": "log10" if log else "value", "floor": floor,
+        "cells": int(ok.sum()),
+        "non_finite_pairs": int((~ok).sum()),
+        "level": level,
+        "success_rule": f"{op} {level:g}",
+        "difference_of": "log10" if log else "value",
+        "floor": floor,
         "mean_abs_diff": float(diff.mean()) if len(a) else None,
         "median_abs_diff": float(np.median(diff)) if len(a) else None,
         "max_abs_diff": float(diff.max()) if len(a) else None,
         "mean_diff_a_minus_b": float((ta - tb).mean()) if len(a) else None,
-        "a_success": int(wins(a).sum()), "b_success": int(wins(b).sum()),
-        "different_side": int(side.sum()), "different_side_share": float(side.mean()) if len(a) else None,
-    }  # fmt: skip
+        "a_success": int(wins(a).sum()),
+        "b_success": int(wins(b).sum()),
+        "different_side": int(side.sum()),
+        "different_side_share": float(side.mean()) if len(a) else None,
+    }
     if op == "<":
         out["a_below_level"], out["b_below_level"] = out["a_success"], out["b_success"]
     if len(a) >= 2:  # is there a systematic difference? (paired: same cells, same data)
@@ -634,8 +698,11 @@ def aot_compile(chunks: list[executors.Chunk], strategy: str | None = None) -> d
                 lowered = [progs.sequential.lower(v, shared)]
             else:
                 c, fixed, data = jax.eval_shape(progs.begin, v, shared)
-                lowered = [progs.begin.lower(v, shared), progs.advance.lower(c, fixed, data, v, jnp.int32(0)),
-                           progs.finish.lower(c["cells"], fixed, data, v, c["k"])]  # fmt: skip
+                lowered = [
+                    progs.begin.lower(v, shared),
+                    progs.advance.lower(c, fixed, data, v, jnp.int32(0)),
+                    progs.finish.lower(c["cells"], fixed, data, v, c["k"]),
+                ]
             t1 = time.perf_counter()
             for low in lowered:
                 low.compile()
@@ -646,10 +713,15 @@ def aot_compile(chunks: list[executors.Chunk], strategy: str | None = None) -> d
 
 
 def run_attnlab(
-    cells: list[dict], tags=(), memory_budget: float = 2e9, aot: bool = True, progress: bool = True,
-    between: Callable[[executors.Chunk, Callable[[int], None]], None] | None = None, between_total: int = 0,
+    cells: list[dict],
+    tags=(),
+    memory_budget: float = 2e9,
+    aot: bool = True,
+    progress: bool = True,
+    between: Callable[[executors.Chunk, Callable[[int], None]], None] | None = None,
+    between_total: int = 0,
     outcome: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Train ``cells`` through the engine twice and time the compilation ahead of time.
 
     whole   ``run_cells`` into a fresh store: what ``attnlab reproduce`` does, compiles included
@@ -688,17 +760,28 @@ def run_attnlab(
     pads = {grid.cell_id(c): dict(ch.pads) for ch in chunks for c in ch.cells}
     out, out_cold = outcome(cols), outcome(cold)
     return {
-        "whole_s": whole, "steady_s": float(sum(chunk_s)), "whole_cpu_s": whole_cpu,
-        "steady_cpu_s": float(sum(chunk_cpu_s)), "chunk_s": chunk_s, "aot": comp, "chunks": len(chunks),
-        "chunk_sizes": [len(ch.cells) for ch in chunks], "chunk_ids": [[grid.cell_id(c) for c in ch.cells] for ch in chunks],
-        "strategy": T.default_strategy(), "outcome": out,
-        "test_loss": cols["test_loss"].astype(float), "stop_step": cols["stop_step"].astype(int),
-        "status": cols["status"].astype(str), "seconds": cols["seconds"].astype(float),
+        "whole_s": whole,
+        "steady_s": float(sum(chunk_s)),
+        "whole_cpu_s": whole_cpu,
+        "steady_cpu_s": float(sum(chunk_cpu_s)),
+        "chunk_s": chunk_s,
+        "aot": comp,
+        "chunks": len(chunks),
+        "chunk_sizes": [len(ch.cells) for ch in chunks],
+        "chunk_ids": [[grid.cell_id(c) for c in ch.cells] for ch in chunks],
+        "strategy": T.default_strategy(),
+        "outcome": out,
+        "test_loss": cols["test_loss"].astype(float),
+        "stop_step": cols["stop_step"].astype(int),
+        "status": cols["status"].astype(str),
+        "seconds": cols["seconds"].astype(float),
         "N_pad": np.array([pads[grid.cell_id(c)].get("data.N", c.get("data.N")) for c in cells]),
-        "cold_equals_warm": bool(np.array_equal(cold["test_loss"], cols["test_loss"], equal_nan=True)
-                                 and np.array_equal(out_cold, out, equal_nan=True)),
+        "cold_equals_warm": bool(
+            np.array_equal(cold["test_loss"], cols["test_loss"], equal_nan=True)
+            and np.array_equal(out_cold, out, equal_nan=True)
+        ),
         "peak_rss_mb": rss_after,
-    }  # fmt: skip
+    }
 
 
 # ---------------------------------------------------------------- baseline (PyTorch, lazy)
@@ -729,7 +812,9 @@ def cell_data(cell: dict, tags=()) -> dict[str, np.ndarray]:
     for k in ("X", "X_test"):
         X, mask = tokens(data[k])
         if mask is not None and not bool(np.all(np.asarray(mask))):
-            raise AttnlabError(f"bench: the serial baseline needs every token kept; cell {grid.cell_id(cell)} masks some")
+            raise AttnlabError(
+                f"bench: the serial baseline needs every token kept; cell {grid.cell_id(cell)} masks some"
+            )
         out[k] = np.asarray(X)
     return out | {k: np.asarray(data[k]) for k in ("y", "y_test")}
 
@@ -823,9 +908,16 @@ def serial_cell(torch, suite: Suite, cell: dict, data: dict, batches: list | Non
                 test_error = losses["error"](f_test, y_test).mean().item()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     full = batches is None
-    return {"test_loss": test_loss, "test_error": test_error, "train_loss": curve[-1] if full else None,
-            "initial_train_loss": curve[0] if full else None, "stop_step": t, "status": status, "seconds": seconds,
-            "cpu_s": cpu}  # fmt: skip
+    return {
+        "test_loss": test_loss,
+        "test_error": test_error,
+        "train_loss": curve[-1] if full else None,
+        "initial_train_loss": curve[0] if full else None,
+        "stop_step": t,
+        "status": status,
+        "seconds": seconds,
+        "cpu_s": cpu,
+    }
 
 
 def gemm_flops_torch(torch, n: int = 2048, repeats: int = 10) -> dict:
@@ -893,16 +985,24 @@ class Baseline:
         rows = [self.rows[grid.cell_id(c)] for c in cells]
         col = lambda k: np.array([r[k] for r in rows])  # noqa: E731
         return {
-            "torch_version": self.torch.__version__, "threads": self.threads, "gemm": self.gemm,
+            "torch_version": self.torch.__version__,
+            "threads": self.threads,
+            "gemm": self.gemm,
             "threads_calibration_s": {str(k): round(v, 4) for k, v in self.calibration.items()} or None,
-            "warmup_s": self.warmup_s, "cpu_s": col("cpu_s"), "test_loss": col("test_loss"),
+            "warmup_s": self.warmup_s,
+            "cpu_s": col("cpu_s"),
+            "test_loss": col("test_loss"),
             "outcome": np.array([self.suite.outcome.baseline(r) for r in rows], float),
-            "stop_step": col("stop_step"), "status": col("status"), "seconds": col("seconds"), "peak_rss_mb": _rss_mb(),
-        }  # fmt: skip
+            "stop_step": col("stop_step"),
+            "status": col("status"),
+            "seconds": col("seconds"),
+            "peak_rss_mb": _rss_mb(),
+        }
 
 
-def run_baseline(cells: list[dict], tags=(), threads: int | None = None, gemm_n: int = 2048,
-                 suite: Suite | str = "jiang2024") -> dict:  # fmt: skip
+def run_baseline(
+    cells: list[dict], tags=(), threads: int | None = None, gemm_n: int = 2048, suite: Suite | str = "jiang2024"
+) -> dict:
     """The baseline on ``cells``, one after the other."""
     b = Baseline(suite, tags, threads, gemm_n)
     b.run(cells)
@@ -961,8 +1061,9 @@ def init_rms(torch, suite: Suite | str, cell: dict, seed: int = 0) -> dict[str, 
     module = s.module(torch, hp)
     tensors = dict(module.named_parameters()) | dict(module.named_buffers())
     rms = lambda a: float(np.sqrt(np.mean(np.square(np.asarray(a, np.float64)))))  # noqa: E731
-    return {k: (rms(params[k]), rms(tensors[a].detach().numpy()), int(np.size(params[k])))
-            for k, (a, _) in s.layout.items()}  # fmt: skip
+    return {
+        k: (rms(params[k]), rms(tensors[a].detach().numpy()), int(np.size(params[k]))) for k, (a, _) in s.layout.items()
+    }
 
 
 # ---------------------------------------------------------------- report
@@ -983,9 +1084,20 @@ def _sig(x, digits: int = 4):
 
 
 def build_report(
-    *, suite: str, experiment: str, scale: str, seed: int, grid_cells: int, cells: list[dict], attn: dict,
-    base: dict | None, base_idx: list[int], gemm: dict, rss_start_mb: float, level: float | None = None,
-) -> dict:  # fmt: skip
+    *,
+    suite: str,
+    experiment: str,
+    scale: str,
+    seed: int,
+    grid_cells: int,
+    cells: list[dict],
+    attn: dict,
+    base: dict | None,
+    base_idx: list[int],
+    gemm: dict,
+    rss_start_mb: float,
+    level: float | None = None,
+) -> dict:
     """Everything measured, as one JSON-ready dict: ratios, agreement, FLOP/s, compile, memory,
     and one row per cell. ``base_idx``: positions in ``cells`` of the baseline's cells; ``level``:
     the success level (None: the experiment's at ``scale``)."""
@@ -1001,82 +1113,139 @@ def build_report(
     N = np.array([lp.N for lp in loops])
     stops = attn["stop_step"]
     useful = sum(cell_flops(p, lp, int(st)) for p, lp, st in zip(per, loops, stops, strict=True))
-    executed = sum(cell_flops(p, lp, int(st), n_pad=int(n))
-                   for p, lp, st, n in zip(per, loops, stops, attn["N_pad"], strict=True))  # fmt: skip
+    executed = sum(
+        cell_flops(p, lp, int(st), n_pad=int(n)) for p, lp, st, n in zip(per, loops, stops, attn["N_pad"], strict=True)
+    )
     peak = gemm["best"]
     steady, whole = attn["steady_s"], attn["whole_s"]
     aot = attn.get("aot")
     a = {
-        "strategy": attn["strategy"], "chunks": attn["chunks"], "chunk_sizes": attn["chunk_sizes"],
-        "whole_s": _r(whole, 3), "steady_s": _r(steady, 3),
-        "whole_cpu_s": _r(attn["whole_cpu_s"], 3), "steady_cpu_s": _r(attn["steady_cpu_s"], 3),
+        "strategy": attn["strategy"],
+        "chunks": attn["chunks"],
+        "chunk_sizes": attn["chunk_sizes"],
+        "whole_s": _r(whole, 3),
+        "steady_s": _r(steady, 3),
+        "whole_cpu_s": _r(attn["whole_cpu_s"], 3),
+        "steady_cpu_s": _r(attn["steady_cpu_s"], 3),
         "cores_used_steady": _r(attn["steady_cpu_s"] / steady, 2),
-        "compile_s_aot": _r(aot["compile_s"], 3) if aot else None, "lower_s_aot": _r(aot["lower_s"], 3) if aot else None,
+        "compile_s_aot": _r(aot["compile_s"], 3) if aot else None,
+        "lower_s_aot": _r(aot["lower_s"], 3) if aot else None,
         "programs_compiled": aot["programs"] if aot else None,
         "whole_minus_steady_s": _r(whole - steady, 3),
-        "seconds_per_cell_steady": _r(steady / K), "seconds_per_cell_whole": _r(whole / K),
-        "cells_per_s_steady": _r(K / steady, 3), "cells_per_s_whole": _r(K / whole, 3),
-        "model_steps": int(stops.sum()), "model_steps_per_s_steady": _r(stops.sum() / steady, 2),
-        "flops_useful": int(useful), "flops_executed_with_padding": int(executed),
-        "flops_per_s_steady": _r(useful / steady, 0), "peak_fraction_steady": _sig(useful / steady / peak),
-        "flops_per_s_whole": _r(useful / whole, 0), "peak_fraction_whole": _sig(useful / whole / peak),
-        "padding_overhead": _r(executed / useful, 3), "cold_run_equals_warm_run": attn["cold_equals_warm"],
+        "seconds_per_cell_steady": _r(steady / K),
+        "seconds_per_cell_whole": _r(whole / K),
+        "cells_per_s_steady": _r(K / steady, 3),
+        "cells_per_s_whole": _r(K / whole, 3),
+        "model_steps": int(stops.sum()),
+        "model_steps_per_s_steady": _r(stops.sum() / steady, 2),
+        "flops_useful": int(useful),
+        "flops_executed_with_padding": int(executed),
+        "flops_per_s_steady": _r(useful / steady, 0),
+        "peak_fraction_steady": _sig(useful / steady / peak),
+        "flops_per_s_whole": _r(useful / whole, 0),
+        "peak_fraction_whole": _sig(useful / whole / peak),
+        "padding_overhead": _r(executed / useful, 3),
+        "cold_run_equals_warm_run": attn["cold_equals_warm"],
         "status_counts": {st: int((attn["status"] == st).sum()) for st in np.unique(attn["status"])},
-        "peak_rss_mb": _r(attn["peak_rss_mb"], 1), "rss_before_training_mb": _r(rss_start_mb, 1),
-    }  # fmt: skip
+        "peak_rss_mb": _r(attn["peak_rss_mb"], 1),
+        "rss_before_training_mb": _r(rss_start_mb, 1),
+    }
     shapes = {json.dumps(p, sort_keys=True) for p in per}
     report: dict[str, Any] = {
-        "suite": suite, "experiment": experiment, "scale": scale, "seed": seed, "grid_cells": grid_cells, "cells": K,
-        "machine": {"cpus": cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "jax": jax.__version__, "jax_backend": jax.default_backend(),
-                    "xla_flags": os.environ.get("XLA_FLAGS", "")},
-        "gemm_jax": {"n": gemm["n"], "best_flops_per_s": _r(gemm["best"], 0), "median_flops_per_s": _r(gemm["median"], 0)},
-        "flop_model": {
-            "per_sample_forward": per[0]["forward"], "per_sample_backward": per[0]["backward"],
-            "update": per[0]["update"], "model_shapes": len(shapes),
-            "note": "contractions only, 2 FLOPs per multiply-add, per the cell's own model shape (per_sample_*: "
-                    "the first cell's); attnlab's count: forward+backward of the step's batch at t = 0..stop (with "
-                    "mini-batches also a forward of the training set at each judged step), stop updates, a final "
-                    "forward of the train and test sets (padding excluded; 'executed' includes it); the baseline's: "
-                    "forward of the step's batch at every step, backward and update at t < stop, the training set at "
-                    "each judged step (mini-batches), the test set at every step (jiang2024) or once",
+        "suite": suite,
+        "experiment": experiment,
+        "scale": scale,
+        "seed": seed,
+        "grid_cells": grid_cells,
+        "cells": K,
+        "machine": {
+            "cpus": cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "jax": jax.__version__,
+            "jax_backend": jax.default_backend(),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
         },
-        "outcome": {"name": oc.name, "label": oc.label, "success": f"{oc.label} {oc.op} {level:g}",
-                    "difference_of": "log10" if oc.log else "value", "floor": oc.floor},
-        "attnlab": a, "baseline": None, "ratio": None, "agreement": None, "notes": list(s.notes),
-    }  # fmt: skip
+        "gemm_jax": {
+            "n": gemm["n"],
+            "best_flops_per_s": _r(gemm["best"], 0),
+            "median_flops_per_s": _r(gemm["median"], 0),
+        },
+        "flop_model": {
+            "per_sample_forward": per[0]["forward"],
+            "per_sample_backward": per[0]["backward"],
+            "update": per[0]["update"],
+            "model_shapes": len(shapes),
+            "note": "contractions only, 2 FLOPs per multiply-add, per the cell's own model shape (per_sample_*: "
+            "the first cell's); attnlab's count: forward+backward of the step's batch at t = 0..stop (with "
+            "mini-batches also a forward of the training set at each judged step), stop updates, a final "
+            "forward of the train and test sets (padding excluded; 'executed' includes it); the baseline's: "
+            "forward of the step's batch at every step, backward and update at t < stop, the training set at "
+            "each judged step (mini-batches), the test set at every step (jiang2024) or once",
+        },
+        "outcome": {
+            "name": oc.name,
+            "label": oc.label,
+            "success": f"{oc.label} {oc.op} {level:g}",
+            "difference_of": "log10" if oc.log else "value",
+            "floor": oc.floor,
+        },
+        "attnlab": a,
+        "baseline": None,
+        "ratio": None,
+        "agreement": None,
+        "notes": list(s.notes),
+    }
     fmt_out = _sig if oc.log else (lambda x: _r(x, 6))
     rows = []
     for i, c in enumerate(cells):
-        row = {"id": grid.cell_id(c), "N": int(N[i]), **s.row(c), "rep": c.get("rep"), "block": c.get("block"),
-               f"attnlab_{oc.name}": fmt_out(attn["outcome"][i]), "attnlab_stop_step": int(stops[i]),
-               "attnlab_status": str(attn["status"][i]), "attnlab_seconds_chunk_share": _r(attn["seconds"][i], 4)}  # fmt: skip
+        row = {
+            "id": grid.cell_id(c),
+            "N": int(N[i]),
+            **s.row(c),
+            "rep": c.get("rep"),
+            "block": c.get("block"),
+            f"attnlab_{oc.name}": fmt_out(attn["outcome"][i]),
+            "attnlab_stop_step": int(stops[i]),
+            "attnlab_status": str(attn["status"][i]),
+            "attnlab_seconds_chunk_share": _r(attn["seconds"][i], 4),
+        }
         rows.append(row)
     if base is not None and len(base_idx):
         nb = len(base_idx)
         b_sec = float(base["seconds"].sum())
         per_cell = b_sec / nb
-        b_flops = sum(cell_flops(per[i], loops[i], int(st), "paper") for i, st in zip(base_idx, base["stop_step"], strict=True))
+        b_flops = sum(
+            cell_flops(per[i], loops[i], int(st), "paper") for i, st in zip(base_idx, base["stop_step"], strict=True)
+        )
         b_steps = int(base["stop_step"].sum())
         a_flops_same = sum(cell_flops(per[i], loops[i], int(stops[i])) for i in base_idx)
         report["baseline"] = {
             "implementation": s.implementation,
-            "torch": base["torch_version"], "threads": base["threads"], "cells": nb,
+            "torch": base["torch_version"],
+            "threads": base["threads"],
+            "cells": nb,
             "threads_calibration_s": base.get("threads_calibration_s"),
-            "extrapolated": nb < K, "seconds": _r(b_sec, 3), "seconds_per_cell": _r(per_cell),
-            "cpu_s": _r(base["cpu_s"].sum(), 3), "cores_used": _r(base["cpu_s"].sum() / b_sec, 2),
+            "extrapolated": nb < K,
+            "seconds": _r(b_sec, 3),
+            "seconds_per_cell": _r(per_cell),
+            "cpu_s": _r(base["cpu_s"].sum(), 3),
+            "cores_used": _r(base["cpu_s"].sum() / b_sec, 2),
             "warmup_s_untimed": _r(base["warmup_s"], 3),
             "extrapolated_seconds_for_all_cells": _r(per_cell * K, 2),
-            "model_steps": b_steps, "model_steps_per_s": _r(b_steps / b_sec, 2),
-            "flops": int(b_flops), "flops_per_s": _r(b_flops / b_sec, 0),
+            "model_steps": b_steps,
+            "model_steps_per_s": _r(b_steps / b_sec, 2),
+            "flops": int(b_flops),
+            "flops_per_s": _r(b_flops / b_sec, 0),
             "peak_fraction_of_jax_gemm": _sig(b_flops / b_sec / peak),
             "gemm_torch_best_flops_per_s": _r(base["gemm"]["best"], 0),
             "peak_fraction_of_torch_gemm": _sig(b_flops / b_sec / base["gemm"]["best"]),
             "status_counts": {st: int((base["status"] == st).sum()) for st in np.unique(base["status"])},
             "peak_rss_mb_after_baseline": _r(base["peak_rss_mb"], 1),
-        }  # fmt: skip
+        }
         report["ratio"] = {
-            "steady": _r(per_cell / (steady / K), 3), "whole": _r(per_cell / (whole / K), 3),
+            "steady": _r(per_cell / (steady / K), 3),
+            "whole": _r(per_cell / (whole / K), 3),
             "per_model_step_steady": _r((b_sec / max(b_steps, 1)) / (steady / max(int(stops.sum()), 1)), 3),
             "steady_cpu_time": _r(float(base["cpu_s"].sum()) / nb / (attn["steady_cpu_s"] / K), 3),
             # steady ≈ work × efficiency: how much more arithmetic the paper's loop does on the same cells,
@@ -1085,11 +1254,11 @@ def build_report(
             "flops_per_s_attnlab_over_baseline": _r((useful / steady) / (b_flops / b_sec), 3),
             "whole_cpu_time": _r(float(base["cpu_s"].sum()) / nb / (attn["whole_cpu_s"] / K), 3),
             "definition": "baseline seconds per cell / attnlab seconds per cell (steady: compiled programs reused; "
-                          "whole: the first run, compilation included); *_cpu_time: the same with process CPU "
-                          "seconds (less sensitive to other jobs on a shared machine, but it also counts how many "
-                          "cores each side keeps busy: see cores_used)"
-                          + (f"; baseline per cell measured on {nb} of the {K} cells and extrapolated" if nb < K else ""),
-        }  # fmt: skip
+            "whole: the first run, compilation included); *_cpu_time: the same with process CPU "
+            "seconds (less sensitive to other jobs on a shared machine, but it also counts how many "
+            "cores each side keeps busy: see cores_used)"
+            + (f"; baseline per cell measured on {nb} of the {K} cells and extrapolated" if nb < K else ""),
+        }
         if attn.get("chunk_ids"):  # per chunk: the two sides ran back to back, under the same load
             bsec = {grid.cell_id(cells[i]): float(base["seconds"][j]) for j, i in enumerate(base_idx)}
             by_chunk = []
@@ -1100,22 +1269,40 @@ def build_report(
             report["ratio"]["steady_by_chunk"] = by_chunk
             report["ratio"]["steady_by_chunk_range"] = [min(by_chunk), max(by_chunk)] if by_chunk else None
         idx = np.asarray(base_idx)
-        report["agreement"] = agreement(attn["outcome"][idx], base["outcome"], level, stops[idx], base["stop_step"],
-                                        op=oc.op, log=oc.log, floor=oc.floor)  # fmt: skip
+        report["agreement"] = agreement(
+            attn["outcome"][idx],
+            base["outcome"],
+            level,
+            stops[idx],
+            base["stop_step"],
+            op=oc.op,
+            log=oc.log,
+            floor=oc.floor,
+        )
         report["agreement"]["a"], report["agreement"]["b"] = "attnlab", "baseline"
         report["agreement"]["outcome"] = oc.label
         for j, i in enumerate(base_idx):
-            rows[i].update({f"baseline_{oc.name}": fmt_out(base["outcome"][j]),
-                            "baseline_stop_step": int(base["stop_step"][j]), "baseline_status": str(base["status"][j]),
-                            "baseline_seconds": _r(base["seconds"][j], 4)})  # fmt: skip
+            rows[i].update(
+                {
+                    f"baseline_{oc.name}": fmt_out(base["outcome"][j]),
+                    "baseline_stop_step": int(base["stop_step"][j]),
+                    "baseline_status": str(base["status"][j]),
+                    "baseline_seconds": _r(base["seconds"][j], 4),
+                }
+            )
         if nb < K:
-            report["notes"].insert(0, f"baseline ran on a seeded sub-subset of {nb} of the {K} cells; its time per cell "
-                                      "is extrapolated to all of them")  # fmt: skip
+            report["notes"].insert(
+                0,
+                f"baseline ran on a seeded sub-subset of {nb} of the {K} cells; its time per cell "
+                "is extrapolated to all of them",
+            )
     else:
         report["notes"].insert(0, "no baseline run (--baseline-cells 0)")
-    report["notes"].append("times are measured in this one process; the steady run and the baseline alternate chunk by "
-                           "chunk so both see the same load (ratio.steady_by_chunk: their spread); the compiling run "
-                           "comes first, alone. On a shared machine, repeat for spread")  # fmt: skip
+    report["notes"].append(
+        "times are measured in this one process; the steady run and the baseline alternate chunk by "
+        "chunk so both see the same load (ratio.steady_by_chunk: their spread); the compiling run "
+        "comes first, alone. On a shared machine, repeat for spread"
+    )
     report["per_cell"] = rows
     return report
 
@@ -1123,20 +1310,33 @@ def build_report(
 def render(report: dict, console: Console) -> None:
     """A short human table of the report."""
     a, b, r, g = report["attnlab"], report["baseline"] or {}, report["ratio"] or {}, report["agreement"]
-    t = Table(title=f"attnlab bench {report['suite']} ({report['experiment']}, {report['scale']}): "
-                    f"{report['cells']} of {report['grid_cells']} cells")  # fmt: skip
+    t = Table(
+        title=f"attnlab bench {report['suite']} ({report['experiment']}, {report['scale']}): "
+        f"{report['cells']} of {report['grid_cells']} cells"
+    )
     for col in ("", "attnlab", "serial PyTorch"):
         t.add_column(col, overflow="fold")
     fmt = lambda x, spec="": "—" if x is None else format(x, spec)  # noqa: E731
     bcells = f"{b.get('cells')}" + (" (extrapolated)" if b.get("extrapolated") else "") if b else "—"
     t.add_row("cells", str(report["cells"]), bcells)
     t.add_row("s / cell (steady)", fmt(a["seconds_per_cell_steady"], ".3f"), fmt(b.get("seconds_per_cell"), ".3f"))
-    t.add_row("s / cell (whole, incl. compile)", fmt(a["seconds_per_cell_whole"], ".3f"), fmt(b.get("seconds_per_cell"), ".3f"))
+    t.add_row(
+        "s / cell (whole, incl. compile)",
+        fmt(a["seconds_per_cell_whole"], ".3f"),
+        fmt(b.get("seconds_per_cell"), ".3f"),
+    )
     t.add_row("cells / s (steady)", fmt(a["cells_per_s_steady"], ".2f"), "—")
     t.add_row("model-steps / s", fmt(a["model_steps_per_s_steady"], ".1f"), fmt(b.get("model_steps_per_s"), ".1f"))
-    t.add_row("GFLOP/s (analytic count)", fmt(a["flops_per_s_steady"] and a["flops_per_s_steady"] / 1e9, ".2f"),
-              fmt(b.get("flops_per_s") and b["flops_per_s"] / 1e9, ".2f"))  # fmt: skip
-    t.add_row("fraction of JAX GEMM peak", fmt(a["peak_fraction_steady"], ".3g"), fmt(b.get("peak_fraction_of_jax_gemm"), ".3g"))
+    t.add_row(
+        "GFLOP/s (analytic count)",
+        fmt(a["flops_per_s_steady"] and a["flops_per_s_steady"] / 1e9, ".2f"),
+        fmt(b.get("flops_per_s") and b["flops_per_s"] / 1e9, ".2f"),
+    )
+    t.add_row(
+        "fraction of JAX GEMM peak",
+        fmt(a["peak_fraction_steady"], ".3g"),
+        fmt(b.get("peak_fraction_of_jax_gemm"), ".3g"),
+    )
     t.add_row("cores busy (CPU s / wall s)", fmt(a["cores_used_steady"], ".2f"), fmt(b.get("cores_used"), ".2f"))
     t.add_row("compile s (AOT)", fmt(a["compile_s_aot"], ".1f"), "—")
     t.add_row("peak RSS MB", fmt(a["peak_rss_mb"], ".0f"), fmt(b.get("peak_rss_mb_after_baseline"), ".0f"))
@@ -1160,8 +1360,11 @@ def render(report: dict, console: Console) -> None:
             f"agreement on {g['cells']} cells: mean |Δ {what}| {g['mean_abs_diff']:.4g} (max {g['max_abs_diff']:.4g}); "
             f"{g['different_side']} cell(s) on different sides of {g['level']:g} (success: {g['success_rule']}); "
             f"same stop step {g['same_stop_step']}/{g['cells']}"
-            + (f"; mean Δ (attnlab − baseline) 95% CI [{g['mean_diff_ci95'][0]:.4g}, {g['mean_diff_ci95'][1]:.4g}]"
-               if g.get("mean_diff_ci95") else ""),
+            + (
+                f"; mean Δ (attnlab − baseline) 95% CI [{g['mean_diff_ci95'][0]:.4g}, {g['mean_diff_ci95'][1]:.4g}]"
+                if g.get("mean_diff_ci95")
+                else ""
+            ),
             highlight=False,
         )
     for n in report["notes"]:
@@ -1169,10 +1372,17 @@ def render(report: dict, console: Console) -> None:
 
 
 def run_suite(
-    suite: str = "jiang2024", cells: int = 100, baseline_cells: int | None = None, seed: int = 0,
-    scale: str | None = None, aot: bool = True, progress: bool = True, console: Console | None = None,
-    gemm_n: int = 2048, baseline_threads: int | None = None,
-) -> dict:  # fmt: skip
+    suite: str = "jiang2024",
+    cells: int = 100,
+    baseline_cells: int | None = None,
+    seed: int = 0,
+    scale: str | None = None,
+    aot: bool = True,
+    progress: bool = True,
+    console: Console | None = None,
+    gemm_n: int = 2048,
+    baseline_threads: int | None = None,
+) -> dict:
     """Select the cells, check the baseline can run, time attnlab, then the baseline; the report.
     ``scale`` None: the suite's own (jiang2024 paper, li2023 and wu2023 cpu); ``baseline_threads``
     None: the suite's rule (:class:`Baseline`)."""
@@ -1196,7 +1406,10 @@ def run_suite(
     for c in chosen:
         s.check(c, baseline=bool(nb))
     say = (console or Console(stderr=True)).print
-    say(f"bench {suite}: {len(chosen)} of {len(all_cells)} {exp.id} {scale} cells; measuring JAX GEMM peak", highlight=False)
+    say(
+        f"bench {suite}: {len(chosen)} of {len(all_cells)} {exp.id} {scale} cells; measuring JAX GEMM peak",
+        highlight=False,
+    )
     rss0 = _rss_mb()
     gemm = gemm_flops_jax(gemm_n)
     sub = (select_cells(chosen, nb, seed + 1) if nb < len(chosen) else chosen) if nb else []
@@ -1210,15 +1423,36 @@ def run_suite(
             state["b"] = Baseline(s, exp.tags, baseline_threads, gemm_n)
         state["b"].run([c for c in ch.cells if grid.cell_id(c) in sub_ids], advance, dict(ch.pads))
 
-    say("attnlab: a run that compiles, then a steady run chunk by chunk"
+    say(
+        "attnlab: a run that compiles, then a steady run chunk by chunk"
         + (f", each chunk followed by the serial baseline on its cells ({len(sub)} in all)" if sub else "")
-        + ("; then ahead-of-time compile timing" if aot else ""), highlight=False)  # fmt: skip
-    attn = run_attnlab(chosen, exp.tags, spec.memory_budget_gb * 1e9, aot=aot, progress=progress,
-                       between=baseline_between if sub else None, between_total=len(sub),
-                       outcome=s.outcome.attnlab)  # fmt: skip
+        + ("; then ahead-of-time compile timing" if aot else ""),
+        highlight=False,
+    )
+    attn = run_attnlab(
+        chosen,
+        exp.tags,
+        spec.memory_budget_gb * 1e9,
+        aot=aot,
+        progress=progress,
+        between=baseline_between if sub else None,
+        between_total=len(sub),
+        outcome=s.outcome.attnlab,
+    )
     gemm2 = gemm_flops_jax(gemm_n)
     gemm = gemm if gemm["best"] >= gemm2["best"] else gemm2
     base = state["b"].result([chosen[i] for i in base_idx]) if sub else None
-    return build_report(suite=suite, experiment=exp.id, scale=scale, seed=seed, grid_cells=len(all_cells),
-                        cells=chosen, attn=attn, base=base, base_idx=base_idx, gemm=gemm, rss_start_mb=rss0,
-                        level=s.level(spec))  # fmt: skip
+    return build_report(
+        suite=suite,
+        experiment=exp.id,
+        scale=scale,
+        seed=seed,
+        grid_cells=len(all_cells),
+        cells=chosen,
+        attn=attn,
+        base=base,
+        base_idx=base_idx,
+        gemm=gemm,
+        rss_start_mb=rss0,
+        level=s.level(spec),
+    )

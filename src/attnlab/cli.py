@@ -32,10 +32,21 @@ SetsOption = Annotated[
 ExecutorOption = Annotated[str, typer.Option(help=EXECUTOR_HELP)]
 QuietOption = Annotated[bool, typer.Option(help="no progress bar")]
 WIDE = 140  # terminal columns from which a claims table reads well; narrower: one claim per block
-DryRunOption = Annotated[bool, typer.Option("--dry-run", help="print the resolved spec and the cells, buckets, memory "
-                                            "and (--estimate) wall time a run would use; write nothing")]  # fmt: skip
-EstimateOption = Annotated[bool, typer.Option(help="with --dry-run: estimate the wall time from a short calibration "
-                                              "(a few cells trained a few steps, thrown away)")]  # fmt: skip
+DryRunOption = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="print the resolved spec and the cells, buckets, memory "
+        "and (--estimate) wall time a run would use; write nothing",
+    ),
+]
+EstimateOption = Annotated[
+    bool,
+    typer.Option(
+        help="with --dry-run: estimate the wall time from a short calibration "
+        "(a few cells trained a few steps, thrown away)"
+    ),
+]
 ForceOption = Annotated[
     bool, typer.Option(help="resume a results directory written under another schema or JAX version")
 ]
@@ -52,8 +63,9 @@ def list_() -> None:
 def reproduce_cmd(
     exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`), or all")],
     scale: Annotated[str, typer.Option(help=f"one of {', '.join(SCALES)}")] = "cpu",
-    out_dir: Annotated[Path | None, typer.Option("--out", help="results directory (default results/ID-SCALE; with "
-                                                 "all: OUT/ID-SCALE)")] = None,  # fmt: skip
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="results directory (default results/ID-SCALE; with all: OUT/ID-SCALE)")
+    ] = None,
     sets: SetsOption = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML file of field values (applied before --set)")
@@ -95,10 +107,14 @@ def reproduce_cmd(
         for col in ("claim", "measured", "expected", "verdict"):
             table.add_column(col, overflow="fold")
         for c in verdict["claims"]:
-            table.add_row(c["id"], fmt_text(c["measured"]), c["expected"], styles.get(c["outcome"], "[yellow]INCONCLUSIVE"))
+            table.add_row(
+                c["id"], fmt_text(c["measured"]), c["expected"], styles.get(c["outcome"], "[yellow]INCONCLUSIVE")
+            )
         out.print(table)
     if scale == "smoke":
-        out.print("smoke scale is a pipeline check: these verdicts say nothing about the paper's claims", highlight=False)
+        out.print(
+            "smoke scale is a pipeline check: these verdicts say nothing about the paper's claims", highlight=False
+        )
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
@@ -122,17 +138,25 @@ def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run, estima
                 continue
             target = root / f"{exp_id}-{scale}"
             v = reproduce(exp, scale, target, executor=executor, progress=not quiet, force=force)
-            tally = {o: sum(c["outcome"] == o for c in v["claims"]) for o in ("pass", "fail", "inconclusive", "descriptive")}
-            out.print(f"{exp_id}: {v['cells']} cells, {v['runtime_s']:.0f} s — " + ", ".join(f"{n} {o}" for o, n in
-                      tally.items() if n), highlight=False)  # fmt: skip
+            tally = {
+                o: sum(c["outcome"] == o for c in v["claims"]) for o in ("pass", "fail", "inconclusive", "descriptive")
+            }
+            out.print(
+                f"{exp_id}: {v['cells']} cells, {v['runtime_s']:.0f} s — "
+                + ", ".join(f"{n} {o}" for o, n in tally.items() if n),
+                highlight=False,
+            )
             done.append((target / "report.html", v))
         except AttnlabError as e:
             err.print(f"error: {exp_id}: {e}", highlight=False, soft_wrap=True, markup=False)
             failed.append(exp_id)
     if done:
         index = report.write_index(root / f"index-{scale}.html", done)
-        out.print(f"all ({scale}): {len(done)} experiments in {time.perf_counter() - t0:.0f} s; index: {index.resolve()}",
-                  highlight=False, soft_wrap=True)  # fmt: skip
+        out.print(
+            f"all ({scale}): {len(done)} experiments in {time.perf_counter() - t0:.0f} s; index: {index.resolve()}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if failed:
         err.print(f"error: {len(failed)} experiment(s) did not run: {', '.join(failed)}", highlight=False)
         raise typer.Exit(1)
@@ -146,33 +170,55 @@ def _print_plan(exp, spec, estimate: bool = False) -> None:
     for kind in ("data", "model", "train"):
         values = " ".join(f"{k}={fmt_text(v)}" for k, v in getattr(spec, kind).items())
         out.print(f"[{kind}] {values}", highlight=False, soft_wrap=True, markup=False)
-    table = Table(title=f"{exp.id}: {plan['cells']:,} cells in {len(plan['buckets'])} buckets (dry run: nothing "
-                  f"trained or written)")  # fmt: skip
+    table = Table(
+        title=f"{exp.id}: {plan['cells']:,} cells in {len(plan['buckets'])} buckets (dry run: nothing "
+        f"trained or written)"
+    )
     for col in ("data", "model", "cells", "sizes", "memory per cell", "chunks"):
         table.add_column(col, overflow="fold")
     for b in plan["buckets"]:
         sizes = "; ".join(f"{k.split('.', 1)[1]} = {', '.join(map(str, v))}" for k, v in b["sizes"].items())
-        table.add_row(b["data"], b["model"], f"{b['cells']:,}", sizes, f"{b['cell_bytes'] / 1e6:.3g} MB",
-                      str(b["chunks"]))  # fmt: skip
+        table.add_row(
+            b["data"], b["model"], f"{b['cells']:,}", sizes, f"{b['cell_bytes'] / 1e6:.3g} MB", str(b["chunks"])
+        )
     out.print(table)
-    out.print(f"memory budget per chunk: {plan['memory_budget_gb']:g} GB" + (f"; {plan['note']}" if plan["note"] else ""),
-              highlight=False, soft_wrap=True)  # fmt: skip
+    out.print(
+        f"memory budget per chunk: {plan['memory_budget_gb']:g} GB" + (f"; {plan['note']}" if plan["note"] else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
     if "estimate" in plan:
         e = plan["estimate"]
-        steps = (" at max_steps: a stop rule may end cells earlier" if e["upper_bound"] else
-                 f" at a mean stop step of {e['stop_fraction']:.2g} × max_steps ({e['stop_sample']} cells run to it)"
-                 if e["stop_sample"] else "")  # fmt: skip
-        out.print(f"estimated wall time: {'≤ ' if e['upper_bound'] else '≈ '}{e['seconds']:.3g} s (compile ≈ "
-                  f"{e['compile_seconds']:.3g} s for {e['programs']} programs on a cold compile cache, training ≈ "
-                  f"{e['train_seconds']:.3g} s{steps}; calibrated on {e['calibrated']} of the programs; figures and "
-                  f"report not counted)", highlight=False, soft_wrap=True)  # fmt: skip
+        steps = (
+            " at max_steps: a stop rule may end cells earlier"
+            if e["upper_bound"]
+            else f" at a mean stop step of {e['stop_fraction']:.2g} × max_steps ({e['stop_sample']} cells run to it)"
+            if e["stop_sample"]
+            else ""
+        )
+        out.print(
+            f"estimated wall time: {'≤ ' if e['upper_bound'] else '≈ '}{e['seconds']:.3g} s (compile ≈ "
+            f"{e['compile_seconds']:.3g} s for {e['programs']} programs on a cold compile cache, training ≈ "
+            f"{e['train_seconds']:.3g} s{steps}; calibrated on {e['calibrated']} of the programs; figures and "
+            f"report not counted)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command("fields")
 def fields_cmd(
-    name: Annotated[str, typer.Argument(metavar="ID|KIND.PART", help="an experiment id, or a part: model.jiang2024, "
-                                        "data.li2023, model.my_parts:LINEAR (an outside one), train")],  # fmt: skip
-    scale: Annotated[str, typer.Option(help=f"the experiment's scale whose values are shown: {', '.join(SCALES)}")] = "cpu",
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID|KIND.PART",
+            help="an experiment id, or a part: model.jiang2024, "
+            "data.li2023, model.my_parts:LINEAR (an outside one), train",
+        ),
+    ],
+    scale: Annotated[
+        str, typer.Option(help=f"the experiment's scale whose values are shown: {', '.join(SCALES)}")
+    ] = "cpu",
 ) -> None:
     """Every field of an experiment (its values at a scale, grid axes marked) or of a part (type,
     default, allowed values, role and meaning): what --set and TOML accept."""
@@ -187,8 +233,9 @@ def fields_cmd(
             for col in ("field", "type", "default", "allowed", "role", "description"):
                 table.add_column(col, overflow="fold", no_wrap=col in ("field", "type", "role"))
             for r in config.describe():
-                table.add_row(f"{kind}.{r['field']}", r["type"], fmt_text(r["default"]), r["allowed"], r["role"],
-                              r["description"])  # fmt: skip
+                table.add_row(
+                    f"{kind}.{r['field']}", r["type"], fmt_text(r["default"]), r["allowed"], r["role"], r["description"]
+                )
             out.print(table)
             return
         exp = get(name)
@@ -206,10 +253,13 @@ def fields_cmd(
 
 @app.command("check-part")
 def check_part_cmd(
-    name: Annotated[str, typer.Argument(metavar="MODEL", help="a model: a registered name or package.module:ATTRIBUTE")],
+    name: Annotated[
+        str, typer.Argument(metavar="MODEL", help="a model: a registered name or package.module:ATTRIBUTE")
+    ],
     data: Annotated[str, typer.Option(help="the data model whose samples it is checked on")] = "jiang2024",
-    sets: Annotated[list[str] | None, typer.Option("--set", help="a field of the checked cell: model.d_h=8, "
-                                                   "data.M=4 (repeatable)")] = None,  # fmt: skip
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="a field of the checked cell: model.d_h=8, data.M=4 (repeatable)")
+    ] = None,
 ) -> None:
     """Check a model's declared fast paths (fast_apply, dual) against its plain apply: values and
     gradients on a few parameter draws and real samples, in float64. Exit 1 on a mismatch."""
@@ -233,7 +283,9 @@ def check_part_cmd(
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(1 if "differs from its apply" in str(e) else 2) from None
     for path, e in errors.items():
-        out.print(f"{name}: {path} = apply (largest relative error {e:.2g}, tolerance {fastcheck.RTOL:g})", highlight=False)
+        out.print(
+            f"{name}: {path} = apply (largest relative error {e:.2g}, tolerance {fastcheck.RTOL:g})", highlight=False
+        )
 
 
 @app.command("audit")
@@ -247,13 +299,19 @@ def audit_cmd(
         typer.Option("--from", help="a results directory: its spec is the design, its noise levels plugged in"),
     ] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="where audit.json goes (default: --from, else results/ID-SCALE-audit; "
-                                                "with all: OUT/ID)")
-    ] = None,  # fmt: skip
+        Path | None,
+        typer.Option(
+            "--out", help="where audit.json goes (default: --from, else results/ID-SCALE-audit; with all: OUT/ID)"
+        ),
+    ] = None,
     controls: Annotated[
-        bool, typer.Option("--controls", help="also run the experiment's positive and negative controls (real runs, "
-                                              "into OUT/controls/NAME); exit 1 if one does not hold")
-    ] = False,  # fmt: skip
+        bool,
+        typer.Option(
+            "--controls",
+            help="also run the experiment's positive and negative controls (real runs, "
+            "into OUT/controls/NAME); exit 1 if one does not hold",
+        ),
+    ] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Power and false-pass rate of every claim's rule under the experiment's own design, on
@@ -263,8 +321,10 @@ def audit_cmd(
         if exp_id == "all":
             if from_dir is not None:
                 raise AttnlabError("--from: audits one stored run; give its experiment id, not all")
-            results = [_audit_one(i, scale, sims, seed, None, out_dir and out_dir / i, controls and bool(e.controls),
-                                  quiet) for i, e in registry().items()]  # fmt: skip
+            results = [
+                _audit_one(i, scale, sims, seed, None, out_dir and out_dir / i, controls and bool(e.controls), quiet)
+                for i, e in registry().items()
+            ]
         else:
             results = [_audit_one(exp_id, scale, sims, seed, from_dir, out_dir, controls, quiet)]
     except AttnlabError as e:
@@ -298,8 +358,9 @@ def _audit_one(exp_id, scale, sims, seed, from_dir, out_dir, controls, quiet) ->
         raise AttnlabError(f"--controls: {exp_id} declares no controls")
     result = audit.audit(exp, spec, scale, sims=sims, seed=seed, stored=stored, progress=say)
     if controls:
-        result["controls"] = [audit.run_control(exp, c, target / "controls" / c.name, progress=not quiet)
-                              for c in exp.controls]  # fmt: skip
+        result["controls"] = [
+            audit.run_control(exp, c, target / "controls" / c.name, progress=not quiet) for c in exp.controls
+        ]
     path = audit.write(target / "audit.json", result)
     if from_dir is not None:  # the run's report shows its audit
         rebuild(found)
@@ -308,7 +369,13 @@ def _audit_one(exp_id, scale, sims, seed, from_dir, out_dir, controls, quiet) ->
         table.add_column(col, overflow="fold")
     pct = lambda r: f"{r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r["n"] else "—"
     for c in result["claims"]:
-        flag = "[blue]descriptive" if c["descriptive"] else f"[red]FLAGGED[/red] {c['reason']}" if c["flagged"] else "[green]ok"
+        flag = (
+            "[blue]descriptive"
+            if c["descriptive"]
+            else f"[red]FLAGGED[/red] {c['reason']}"
+            if c["flagged"]
+            else "[green]ok"
+        )
         table.add_row(c["id"], c["regime"], pct(c["power"]), pct(c["false_pass"]), pct(c["false_fail"]), flag)
     out.print(table)
     for c in result.get("controls", ()):
@@ -412,8 +479,17 @@ def bench_cmd(
     from attnlab import bench
 
     try:
-        report = bench.run_suite(suite, cells, baseline_cells, seed, scale, aot=aot, progress=not quiet, console=err,
-                                 baseline_threads=baseline_threads)  # fmt: skip
+        report = bench.run_suite(
+            suite,
+            cells,
+            baseline_cells,
+            seed,
+            scale,
+            aot=aot,
+            progress=not quiet,
+            console=err,
+            baseline_threads=baseline_threads,
+        )
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
@@ -455,8 +531,10 @@ def sweep_cmd(
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
-    table = Table(title=f"{title}: {verdict['cells']} cells ({verdict['cells_trained_now']} trained now), "
-                  f"{verdict['runtime_s']:.1f} s")  # fmt: skip
+    table = Table(
+        title=f"{title}: {verdict['cells']} cells ({verdict['cells_trained_now']} trained now), "
+        f"{verdict['runtime_s']:.1f} s"
+    )
     for col in columns:
         table.add_column(col, overflow="fold")
     for row in rows[:MAX_ROWS]:
@@ -472,8 +550,12 @@ def sweep_cmd(
             table.add_row(*(fmt_text(v) for v in row))
         out.print(table)
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
-    out.print(f"query:  attnlab query {shlex.quote(str(target))} \"SELECT * FROM results LIMIT 5\"", highlight=False,
-              soft_wrap=True, markup=False)  # fmt: skip
+    out.print(
+        f'query:  attnlab query {shlex.quote(str(target))} "SELECT * FROM results LIMIT 5"',
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 @app.command("query")

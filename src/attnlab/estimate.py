@@ -103,6 +103,13 @@ def estimate(cells: list[dict], memory_budget: float, tags: tuple[str, ...] = ()
         if found is not None:
             (fraction, sampled), stops = found, False
     train_s = fraction * sum(work * cell_steps * rate for _, work, cell_steps in rows)
-    return {"seconds": compile_s + train_s, "compile_seconds": compile_s, "train_seconds": train_s,
-            "programs": programs, "calibrated": len(picked), "stop_fraction": fraction, "stop_sample": sampled,
-            "upper_bound": stops}  # fmt: skip
+    return {
+        "seconds": compile_s + train_s,
+        "compile_seconds": compile_s,
+        "train_seconds": train_s,
+        "programs": programs,
+        "calibrated": len(picked),
+        "stop_fraction": fraction,
+        "stop_sample": sampled,
+        "upper_bound": stops,
+    }

@@ -54,8 +54,9 @@ def _compare(comp, static: dict, v: dict, pads: dict) -> dict[str, float]:
     model = comp.model
     hp = comp._hp(static)
     data_pads = {k.removeprefix("data."): n for k, n in pads.items()}
-    data = comp.data.make(jax.random.PRNGKey(0), split(v, "data"), split(static, "data"), data_pads,
-                          comp.shared(static), jnp.float64)  # fmt: skip
+    data = comp.data.make(
+        jax.random.PRNGKey(0), split(v, "data"), split(static, "data"), data_pads, comp.shared(static), jnp.float64
+    )
     n = min(SAMPLES, int(np.sum(np.asarray(data["mask"]))))
     X = jax.tree_util.tree_map(lambda a: a[:n], data["X"])
     paths = {}
@@ -100,9 +101,11 @@ def check(comp, static: dict, v: dict, pads: dict) -> dict[str, float]:
     bad = {k: e for k, e in errors.items() if not e <= RTOL}
     if bad:
         what = ", ".join(f"{k} (relative error {e:.3g})" for k, e in bad.items())
-        raise AttnlabError(f"model {model.name!r}: its declared fast path differs from its apply: {what}, on "
-                           f"{DRAWS} parameter draws × {SAMPLES} samples in float64 (tolerance {RTOL:g}). Fix the "
-                           f"fast path, or declare none; `attnlab check-part` repeats the check")  # fmt: skip
+        raise AttnlabError(
+            f"model {model.name!r}: its declared fast path differs from its apply: {what}, on "
+            f"{DRAWS} parameter draws × {SAMPLES} samples in float64 (tolerance {RTOL:g}). Fix the "
+            f"fast path, or declare none; `attnlab check-part` repeats the check"
+        )
     return errors
 
 
@@ -168,8 +171,10 @@ def check_part(name: str, data: str = "jiang2024", fields: dict | None = None) -
     if not (comp.model.fast_apply or comp.model.dual):
         raise AttnlabError(f"model {name!r} declares no fast path (fast_apply or dual): nothing to check")
     if not comp.model.fast:
-        raise AttnlabError(f"model {name!r}: its fast paths were declared for another apply (fast_of), so they are "
-                           f"never used for it: nothing to check")  # fmt: skip
+        raise AttnlabError(
+            f"model {name!r}: its fast paths were declared for another apply (fast_of), so they are "
+            f"never used for it: nothing to check"
+        )
     static = {k: x for k, x in cell.items() if comp.classify(k) == "static"}
     pads = {s: cell[s] for s in comp.size_fields()}
     v = {k: x[0] for k, x in grid.batch_inputs(comp, [cell]).items()}

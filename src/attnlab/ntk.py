@@ -248,8 +248,9 @@ def empirical_ntk_fn(
         norm = lambda axes: {a % (k + 1) for a in axes}
         trace, diagonal = norm(trace_axes), norm(diagonal_axes)
         if 0 in trace | diagonal or trace & diagonal:
-            raise AttnlabError("ntk: trace_axes and diagonal_axes are output axes other than the batch axis 0, "
-                               "and no axis is both")  # fmt: skip
+            raise AttnlabError(
+                "ntk: trace_axes and diagonal_axes are output axes other than the batch axis 0, and no axis is both"
+            )
         how = implementation
         if how == "auto":
             n = _n(x1) + (0 if x2 is None else _n(x2))
@@ -337,8 +338,9 @@ def empirical_ntk(
         raise AttnlabError(f"ntk.method: unknown {method!r}; valid: {', '.join(METHODS)}")
     one = _scalar(apply_fn)
     f = lambda params, X: jax.vmap(lambda x: one(params, x))(X)
-    fn = empirical_ntk_fn(f, trace_axes=(), implementation=METHOD_NAMES[method], wrt=wrt, blocks=blocks,
-                          chunk=chunk, max_bytes=max_bytes)  # fmt: skip
+    fn = empirical_ntk_fn(
+        f, trace_axes=(), implementation=METHOD_NAMES[method], wrt=wrt, blocks=blocks, chunk=chunk, max_bytes=max_bytes
+    )
     return fn(X1, X2, params)
 
 

@@ -113,9 +113,17 @@ class PartConfig(BaseModel):
     def describe(cls) -> list[dict[str, Any]]:
         """One row per field a user may set: name, type, default, allowed values, role (static,
         batched, size, or resolved: it sets other fields and is not stored), meaning."""
-        return [{"field": k, "type": _type_name(f.annotation), "default": f.get_default(call_default_factory=True),
-                 "allowed": _allowed(f), "role": "resolved" if f.exclude else cls.role(k), "description": f.description or ""}
-                for k, f in cls.fields().items()]  # fmt: skip
+        return [
+            {
+                "field": k,
+                "type": _type_name(f.annotation),
+                "default": f.get_default(call_default_factory=True),
+                "allowed": _allowed(f),
+                "role": "resolved" if f.exclude else cls.role(k),
+                "description": f.description or "",
+            }
+            for k, f in cls.fields().items()
+        ]
 
     @classmethod
     def bind(cls, s: dict, shape: dict):
@@ -147,8 +155,12 @@ def _allowed(info) -> str:
     def walk(annotation, metadata):
         if typing.get_origin(annotation) is Literal:
             return ", ".join(repr(a) for a in typing.get_args(annotation))
-        bounds = [f"{op} {getattr(m, attr)}" for m in metadata for attr, op in
-                  (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")) if hasattr(m, attr)]  # fmt: skip
+        bounds = [
+            f"{op} {getattr(m, attr)}"
+            for m in metadata
+            for attr, op in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤"))
+            if hasattr(m, attr)
+        ]
         if bounds:
             return " and ".join(bounds)
         for a in typing.get_args(annotation):
@@ -329,8 +341,9 @@ def load_entry_point(ep) -> None:
         return
     kind = kind_of(obj)
     if kind is None:
-        raise AttnlabError(f"entry point {ep.group} {ep.name!r} ({ep.value}) is a {type(obj).__name__}, not a part or "
-                           f"an experiment")  # fmt: skip
+        raise AttnlabError(
+            f"entry point {ep.group} {ep.name!r} ({ep.value}) is a {type(obj).__name__}, not a part or an experiment"
+        )
     name = obj.id if kind == "experiment" else obj.name
     if _REGISTRY[kind].get(name) is not obj:
         register(obj)

@@ -48,8 +48,6 @@ KEY_ONLY = ("seed", "block", "rep")
 PART_KINDS = ("data", "model", "train")
 
 
-
-
 class Recipe(PartConfig):
     """The training recipe (the trainer's own fields, shared by every paper).
 
@@ -62,12 +60,16 @@ class Recipe(PartConfig):
 
     loss: Literal["logistic", "hinge", "squared"] = Field("logistic", description="per-sample loss")
     draws: Literal["cell", "common"] = Field(
-        "cell", description="the random draws (data, init, batch order) of a cell: its own (from its whole config), or "
+        "cell",
+        description="the random draws (data, init, batch order) of a cell: its own (from its whole config), or "
         "common — from its data fields, seed, block and rep only, so models and recipes compared in one grid see the "
-        "same data, the same initial parameters where their shapes agree, and the same batches")
+        "same data, the same initial parameters where their shapes agree, and the same batches",
+    )
     reduction: Literal["mean", "sum"] = Field(
-        "mean", description="the objective a step follows: the mean (1/n) Σ ℓ_i over the batch, or the sum Σ ℓ_i "
-        "(with the squared loss ℓ = ½(f − y)², the ½·Σ of a paper that sums); recorded losses are means either way")
+        "mean",
+        description="the objective a step follows: the mean (1/n) Σ ℓ_i over the batch, or the sum Σ ℓ_i "
+        "(with the squared loss ℓ = ½(f − y)², the ½·Σ of a paper that sums); recorded losses are means either way",
+    )
     optimizer: Literal["gd", "momentum", "adam"] = Field("gd", description="optimiser")
     momentum: float = Field(0.9, ge=0, lt=1, description="momentum (optimizer = momentum)")
     lr: PositiveFloat = batched(0.1, description="learning rate")
@@ -95,12 +97,14 @@ class Recipe(PartConfig):
         "gd/momentum when N·L < d); false: the plain path",
     )
     init_from: str = Field(
-        "", description="start from the parameters in this .npz file (the model's own names and shapes; '': the "
-        "model's init); like data paths it must be readable where the cell trains"
+        "",
+        description="start from the parameters in this .npz file (the model's own names and shapes; '': the "
+        "model's init); like data paths it must be readable where the cell trains",
     )
     init_sha256: str = Field(
-        "", description="params_sha256 of init_from's parameters: filled in from the file when empty, checked "
-        "against it before training"
+        "",
+        description="params_sha256 of init_from's parameters: filled in from the file when empty, checked "
+        "against it before training",
     )
 
     @model_validator(mode="after")
@@ -245,8 +249,11 @@ class Composition:
 
     @property
     def schema(self) -> dict[str, int]:
-        return {f"data/{self.data.name}": self.data.version, f"model/{self.model.name}": self.model.version,
-                "train": RECIPE_VERSION}  # fmt: skip
+        return {
+            f"data/{self.data.name}": self.data.version,
+            f"model/{self.model.name}": self.model.version,
+            "train": RECIPE_VERSION,
+        }
 
     def classify(self, key: str) -> str:
         """'static', 'batched' or 'key' for a cell field; an unclassified field is an error."""
@@ -295,18 +302,27 @@ class Composition:
         and the cell's init_sha256, cast to the model's dtypes."""
         params, digest = read_params(recipe.init_from)
         if digest != recipe.init_sha256:
-            raise AttnlabError(f"train.init_from: {recipe.init_from} holds parameters with sha256 {digest}, not the "
-                               f"cell's train.init_sha256 {recipe.init_sha256} (the file changed)")  # fmt: skip
+            raise AttnlabError(
+                f"train.init_from: {recipe.init_from} holds parameters with sha256 {digest}, not the "
+                f"cell's train.init_sha256 {recipe.init_sha256} (the file changed)"
+            )
         with jax.enable_x64(jnp.dtype(dtype) == jnp.float64):
             want = jax.eval_shape(lambda: self.model.init(jax.random.PRNGKey(0), hp, dtype))
         missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
-        shapes = [f"{k} {params[k].shape} (model: {want[k].shape})" for k in sorted(set(want) & set(params))
-                  if params[k].shape != want[k].shape]  # fmt: skip
+        shapes = [
+            f"{k} {params[k].shape} (model: {want[k].shape})"
+            for k in sorted(set(want) & set(params))
+            if params[k].shape != want[k].shape
+        ]
         if missing or extra or shapes:
-            what = "; ".join(f"{label}: {', '.join(v)}" for label, v in (("missing", missing), ("not the model's", extra),
-                             ("shapes differ", shapes)) if v)  # fmt: skip
-            raise AttnlabError(f"train.init_from: {recipe.init_from} does not fit model {self.model.name!r} of this "
-                               f"cell: {what}")  # fmt: skip
+            what = "; ".join(
+                f"{label}: {', '.join(v)}"
+                for label, v in (("missing", missing), ("not the model's", extra), ("shapes differ", shapes))
+                if v
+            )
+            raise AttnlabError(
+                f"train.init_from: {recipe.init_from} does not fit model {self.model.name!r} of this cell: {what}"
+            )
         return {k: np.asarray(params[k], np.dtype(want[k].dtype)) for k in want}  # numpy keeps float64 outside x64
 
     def problem(self, static: dict, pads: dict) -> T.Problem:
@@ -316,7 +332,9 @@ class Composition:
         hp = self._hp(static)
         data_pads = {k.removeprefix("data."): n for k, n in pads.items()}
         loss = T.LOSSES[recipe.loss]
-        model_apply = self.model.fast_apply if recipe.fast and self.model.fast and self.model.fast_apply else self.model.apply
+        model_apply = (
+            self.model.fast_apply if recipe.fast and self.model.fast and self.model.fast_apply else self.model.apply
+        )
         apply = lambda params, x: model_apply(params, x, hp)
 
         def make_data(key, v, shared):
@@ -349,8 +367,13 @@ class Composition:
         """The model's dual form where it is exact (full-batch gd / momentum) and cheaper: a
         step costs (N·L)²·width against N·L·d·width in the plain form, so it needs N·L < d
         (N: the padded training set, the data part's ``n_train`` size; L: tokens per sample)."""
-        if not (recipe.fast and self.model.fast and self.model.dual and recipe.batch_size == 0
-                and recipe.optimizer in ("gd", "momentum")):  # fmt: skip
+        if not (
+            recipe.fast
+            and self.model.fast
+            and self.model.dual
+            and recipe.batch_size == 0
+            and recipe.optimizer in ("gd", "momentum")
+        ):
             return None
         shape = self.data.input_shape(ds)
         N = data_pads.get(self.data.n_train)
@@ -363,10 +386,17 @@ class Composition:
         logs = T.log_schedule(r.max_steps, every=r.log_every, dense_until=r.log_dense_until) if r.log_every else ()
         arrays = T.log_schedule(r.max_steps, every=r.array_log_every) if r.array_log_every else ()
         return T.TrainConfig(
-            max_steps=r.max_steps, loss_threshold=r.loss_threshold, optimizer=r.optimizer, momentum=r.momentum,
-            batch_size=r.batch_size, stop_every=r.stop_every, log_steps=logs, array_log_steps=arrays,
-            save_params=r.save_params, reduction=r.reduction,
-        )  # fmt: skip
+            max_steps=r.max_steps,
+            loss_threshold=r.loss_threshold,
+            optimizer=r.optimizer,
+            momentum=r.momentum,
+            batch_size=r.batch_size,
+            stop_every=r.stop_every,
+            log_steps=logs,
+            array_log_steps=arrays,
+            save_params=r.save_params,
+            reduction=r.reduction,
+        )
 
     def shared(self, static: dict):
         return self.data.shared(split(static, "data")) if self.data.shared else None

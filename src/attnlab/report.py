@@ -139,8 +139,9 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def command_line(exp_id: str, scale: str, sets: Sequence[str] = (), config: Any = None, out: Any = None,
-                 executor: str = "local") -> str:  # fmt: skip
+def command_line(
+    exp_id: str, scale: str, sets: Sequence[str] = (), config: Any = None, out: Any = None, executor: str = "local"
+) -> str:
     """The ``attnlab reproduce`` command that writes these results, shell-quoted."""
     args = ["attnlab", "reproduce", exp_id, "--scale", scale]
     if config is not None:
@@ -220,7 +221,9 @@ _TALLY = """{% macro tally(claims) %}{% if claims %}<span class="tally">
 {% else %}<span class="muted">no claims</span>{% endif %}{% endmacro %}"""
 
 TEMPLATE = _env.from_string(
-    _BADGE + _TALLY + """<!doctype html>
+    _BADGE
+    + _TALLY
+    + """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
@@ -333,7 +336,9 @@ results.parquet beside this file.</footer>
 )
 
 INDEX = _env.from_string(
-    _BADGE + _TALLY + """<!doctype html>
+    _BADGE
+    + _TALLY
+    + """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
@@ -372,9 +377,14 @@ INDEX = _env.from_string(
 )
 
 _PROVENANCE_LABELS = {
-    "attnlab_version": "attnlab version", "git_sha": "git commit", "jax_version": "jax", "jaxlib_version": "jaxlib",
-    "backend": "backend", "strategy": "strategy", "dtype": "dtype",
-}  # fmt: skip
+    "attnlab_version": "attnlab version",
+    "git_sha": "git commit",
+    "jax_version": "jax",
+    "jaxlib_version": "jaxlib",
+    "backend": "backend",
+    "strategy": "strategy",
+    "dtype": "dtype",
+}
 
 
 def _outcome(c: dict) -> str:
@@ -384,8 +394,10 @@ def _outcome(c: dict) -> str:
 
 def _claims(verdict: dict) -> list[dict]:
     """The claims as shown (verdicts written before regimes existed show an empty one)."""
-    return [dict(c, outcome=_outcome(c), detail=c.get("detail", ""), regime=c.get("regime", ""))
-            for c in verdict.get("claims", [])]  # fmt: skip
+    return [
+        dict(c, outcome=_outcome(c), detail=c.get("detail", ""), regime=c.get("regime", ""))
+        for c in verdict.get("claims", [])
+    ]
 
 
 def _audit(path: Path, verdict: dict) -> dict | None:
@@ -435,8 +447,13 @@ def _images(figures: Sequence[Path]) -> list[dict]:
     for p in map(Path, figures):
         if p.suffix.lower() == ".png":
             pdf = p.with_suffix(".pdf").name
-            out.append({"name": p.name, "uri": "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode(),
-                        "pdf": quote(pdf) if pdf in names else None})  # fmt: skip
+            out.append(
+                {
+                    "name": p.name,
+                    "uri": "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode(),
+                    "pdf": quote(pdf) if pdf in names else None,
+                }
+            )
     return out
 
 
@@ -447,8 +464,17 @@ def attnlab_version() -> str:
         return "unknown"
 
 
-def write(path: Path, exp, spec, verdict: dict, analysis, figures: list[Path], sets: list[str], *,
-          tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[Any]]]] | None = None) -> Path:  # fmt: skip
+def write(
+    path: Path,
+    exp,
+    spec,
+    verdict: dict,
+    analysis,
+    figures: list[Path],
+    sets: list[str],
+    *,
+    tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[Any]]]] | None = None,
+) -> Path:
     """Write the report of one results directory. ``tables``: extra (title, columns, rows)
     sections shown after the claims (values formatted and escaped); default: the analysis's own
     ``tables`` if it has any. The command shown is the verdict's ``command`` if recorded, else
@@ -499,8 +525,14 @@ def write_index(path: Path, reports: Sequence[tuple[Path, dict]]) -> Path:
     for report_path, verdict in reports:
         rel = Path(os.path.relpath(Path(report_path).resolve(), base)).as_posix()
         label = Path(rel).parent.as_posix()
-        entries.append({"href": quote(rel), "label": label if label != "." else rel, "verdict": verdict,
-                        "claims": _claims(verdict)})  # fmt: skip
+        entries.append(
+            {
+                "href": quote(rel),
+                "label": label if label != "." else rel,
+                "verdict": verdict,
+                "claims": _claims(verdict),
+            }
+        )
     all_claims = [c for e in entries for c in e["claims"]]
     text = INDEX.render(
         css=CSS,
@@ -515,4 +547,3 @@ def write_index(path: Path, reports: Sequence[tuple[Path, dict]]) -> Path:
     )
     atomic_write_bytes(path, text.encode())
     return path
-

@@ -156,11 +156,17 @@ def held_out(k: int, n: int, min_fraction: float, alpha: float = 0.05, name: str
     (an exact lower bound ≥ f would need many cells, so 0.1 of slack is allowed); fail: U < f
     (even the most favourable share consistent with the data misses f); else inconclusive."""
     level = 1 - alpha
-    rule = (f"share of {name} ok ≥ {_fmt(min_fraction)} and its {level:.0%} Clopper–Pearson lower bound "
-            f"≥ {_fmt(min_fraction - 0.1)}; fail if the upper bound < {_fmt(min_fraction)}")  # fmt: skip
+    rule = (
+        f"share of {name} ok ≥ {_fmt(min_fraction)} and its {level:.0%} Clopper–Pearson lower bound "
+        f"≥ {_fmt(min_fraction - 0.1)}; fail if the upper bound < {_fmt(min_fraction)}"
+    )
     if n == 0:
-        return Verdict(INCONCLUSIVE, _jsonable({"ok": 0, "n": 0, "fraction": np.nan, "ci": [np.nan, np.nan]}), rule,
-                       "no held-out cells")  # fmt: skip
+        return Verdict(
+            INCONCLUSIVE,
+            _jsonable({"ok": 0, "n": 0, "fraction": np.nan, "ci": [np.nan, np.nan]}),
+            rule,
+            "no held-out cells",
+        )
     if not 0 <= k <= n:
         raise ValueError(f"need 0 ≤ k ≤ n, got k={k}, n={n}")
     low, high = clopper_pearson(k, n, level)

@@ -135,9 +135,16 @@ def resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray
     return np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n).reshape(n_boot, n)
 
 
-def bootstrap_fit(Z: np.ndarray, s: np.ndarray, value: Callable[[np.ndarray], np.ndarray], n_boot: int,
-                  seed: int = 0, ridge: float = 1e-4, iters: int = 100,
-                  level: float = 0.95) -> tuple[float, float, float]:  # fmt: skip
+def bootstrap_fit(
+    Z: np.ndarray,
+    s: np.ndarray,
+    value: Callable[[np.ndarray], np.ndarray],
+    n_boot: int,
+    seed: int = 0,
+    ridge: float = 1e-4,
+    iters: int = 100,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
     """:func:`bootstrap` of stat(idx) = value(β̂ of :func:`logistic_fit` on Z[idx], s[idx]), with
     every resample fitted at once (batched IRLS on resample counts): the same resamples, drawn from
     the same generator calls, and the same fits up to rounding. ``value`` maps β (B, k) -> (B,).
@@ -217,9 +224,13 @@ class ExponentFit:
 
 
 def free_exponent(
-    logN: np.ndarray, logS: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0,
+    logN: np.ndarray,
+    logS: np.ndarray,
+    success: np.ndarray,
+    n_boot: int = 500,
+    seed: int = 0,
     restricted: tuple[float, ...] = (1.0, 2.0),
-) -> ExponentFit:  # fmt: skip
+) -> ExponentFit:
     """Fit σ(β₀ + β_N log N + β_S log SNR) and return the exponent p = β_S/β_N of N·SNR^p = C
     (the boundary's slope in log N vs log SNR is −p), with a bootstrap interval over cells.
 
@@ -295,9 +306,17 @@ class CensoredLine:
     right: int  # hi = +∞: never crossed inside the grid
 
     def as_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "sigma": self.sigma, "b_ci": list(self.b_ci), "loglik": self.loglik,
-                "exact": self.exact, "interval": self.interval, "left_censored": self.left,
-                "right_censored": self.right}  # fmt: skip
+        return {
+            "a": self.a,
+            "b": self.b,
+            "sigma": self.sigma,
+            "b_ci": list(self.b_ci),
+            "loglik": self.loglik,
+            "exact": self.exact,
+            "interval": self.interval,
+            "left_censored": self.left,
+            "right_censored": self.right,
+        }
 
 
 def _censored_loglik(mu: np.ndarray, sigma: float, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -332,8 +351,12 @@ def censored_line(x, lo, hi, sigma_min: float, level: float = 0.95) -> CensoredL
     x, lo, hi = (np.asarray(v, float).ravel() for v in (x, lo, hi))
     if not (len(x) == len(lo) == len(hi)) or np.any(lo > hi) or np.any(np.isnan(lo) | np.isnan(hi)):
         raise ValueError("censored_line: x, lo, hi must have one entry per threshold, lo ≤ hi, no NaN")
-    counts = dict(exact=int(np.sum(lo == hi)), interval=int(np.sum((lo < hi) & np.isfinite(lo) & np.isfinite(hi))),
-                  left=int(np.sum(np.isneginf(lo))), right=int(np.sum(np.isposinf(hi))))  # fmt: skip
+    counts = dict(
+        exact=int(np.sum(lo == hi)),
+        interval=int(np.sum((lo < hi) & np.isfinite(lo) & np.isfinite(hi))),
+        left=int(np.sum(np.isneginf(lo))),
+        right=int(np.sum(np.isposinf(hi))),
+    )
     mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, np.where(np.isfinite(lo), lo, hi))
     finite = np.isfinite(mid)
     if finite.sum() < 2 or len(np.unique(x)) < 2:
@@ -344,14 +367,19 @@ def censored_line(x, lo, hi, sigma_min: float, level: float = 0.95) -> CensoredL
     sig = lambda s: sigma_min + np.exp(s)
     nll = lambda a, b, s: -_censored_loglik(a + b * x, sig(s), lo, hi)
     start = [a0, b0, np.log(scale)]
-    fit = optimize.minimize(lambda p: nll(*p), start, method="Nelder-Mead",
-                            options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 4000})  # fmt: skip
+    fit = optimize.minimize(
+        lambda p: nll(*p), start, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 4000}
+    )
     a, b, s = fit.x
     best = -fit.fun
 
     def profile(bb: float) -> float:
-        r = optimize.minimize(lambda p: nll(p[0], bb, p[1]), [a + (b - bb) * x.mean(), s], method="Nelder-Mead",
-                              options={"xatol": 1e-7, "fatol": 1e-9})  # fmt: skip
+        r = optimize.minimize(
+            lambda p: nll(p[0], bb, p[1]),
+            [a + (b - bb) * x.mean(), s],
+            method="Nelder-Mead",
+            options={"xatol": 1e-7, "fatol": 1e-9},
+        )
         return 2 * (best + r.fun) - cut  # < 0 inside the interval
 
     n = len(x)
@@ -392,8 +420,14 @@ class RateForms:
         return self.loglik_exponential - self.loglik_power
 
     def as_dict(self) -> dict:
-        return {"rho": self.rho, "q": self.q, "loglik_exponential": self.loglik_exponential,
-                "loglik_power": self.loglik_power, "log_lr": self.log_lr, "n": self.n}  # fmt: skip
+        return {
+            "rho": self.rho,
+            "q": self.q,
+            "loglik_exponential": self.loglik_exponential,
+            "loglik_power": self.loglik_power,
+            "log_lr": self.log_lr,
+            "n": self.n,
+        }
 
 
 def rate_forms(t, loss) -> RateForms:

@@ -322,7 +322,9 @@ def _step_loss(problem: Problem, cfg: TrainConfig, train, fixed, data, v, t):
     comparable across reductions and only the step changes."""
     if problem.dual is not None:
         P, rest = _dual_split(problem, train, data)
-        value, (gP, g) = jax.value_and_grad(_dual_objective(problem, fixed, data), argnums=(0, 1), has_aux=True)(P, rest)
+        value, (gP, g) = jax.value_and_grad(_dual_objective(problem, fixed, data), argnums=(0, 1), has_aux=True)(
+            P, rest
+        )
         return value, _reduced(cfg, {**g, **gP}, data["mask"])
     if cfg.batch_size:
         X, y, mask = _batch(cfg, data, v, t)
@@ -471,10 +473,13 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
                 k = {**k, name: kn}
             new_train, new_opt = update(grads, cell["opt_state"], cell["train"], v["lr"])
             cell = dict(
-                done=done, status=status, stop_step=stop_step, rec=rec,
+                done=done,
+                status=status,
+                stop_step=stop_step,
+                rec=rec,
                 train=_where_cells(done, cell["train"], new_train),
                 opt_state=_where_cells(done, cell["opt_state"], new_opt),
-            )  # fmt: skip
+            )
             return dict(t=t + 1, k=k, cells=cell)
 
         return jax.lax.while_loop(cond, body, c)
@@ -490,9 +495,13 @@ def _programs(problem: Problem, cfg: TrainConfig) -> _Programs:
             shapes = jax.eval_shape(rec_fns[name], train, fixed, data, v, aux, loss_shape)
             rec[name] = {p: jnp.full((B, len(steps), *s.shape[1:]), jnp.nan, dtype) for p, s in shapes.items()}
         cells = dict(
-            train=train, opt_state=opt_state, done=jnp.zeros(B, bool), status=jnp.full(B, CAP, jnp.int32),
-            stop_step=jnp.full(B, cfg.max_steps, jnp.int32), rec=rec,
-        )  # fmt: skip
+            train=train,
+            opt_state=opt_state,
+            done=jnp.zeros(B, bool),
+            status=jnp.full(B, CAP, jnp.int32),
+            stop_step=jnp.full(B, cfg.max_steps, jnp.int32),
+            rec=rec,
+        )
         k = {name: jnp.int32(0) for name, _, _ in recs}
         return dict(t=jnp.int32(0), k=k, cells=cells), fixed, data
 

@@ -10,8 +10,22 @@ from typer.testing import CliRunner
 from attnlab.cli import app
 
 runner = CliRunner()
-FIELDS = {"id", "regime", "h1", "h1_source", "h0", "h0_source", "power", "false_pass", "false_fail",
-          "inconclusive_h1", "inconclusive_h0", "flagged", "descriptive", "reason"}  # fmt: skip
+FIELDS = {
+    "id",
+    "regime",
+    "h1",
+    "h1_source",
+    "h0",
+    "h0_source",
+    "power",
+    "false_pass",
+    "false_fail",
+    "inconclusive_h1",
+    "inconclusive_h0",
+    "flagged",
+    "descriptive",
+    "reason",
+}
 
 
 def invoke(*args):

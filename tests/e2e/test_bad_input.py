@@ -40,30 +40,68 @@ def _setup(tmp: Path, kind: str) -> Path:
 
 CASES = [
     # (args with {out}/{spec}, setup, expected text)
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}"], "foreign",
-     "not an attnlab results directory"),
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}"],
+        "foreign",
+        "not an attnlab results directory",
+    ),
     (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}"], "under-a-file", "cannot create"),
-    (["reproduce", "jiang2024-fig2", "--scale", "smoke", "--out", "{out}", "--set",
-      "data.mnist_path=/nonexistent/mnist.pkl.gz"], None, "MNIST not found"),
-    (["reproduce", "li2023-fig5", "--scale", "smoke", "--out", "{out}", "--set", "data.dataset=cifar10",
-      "--set", "data.cifar_dir=/nonexistent/cifar-10-batches-py"], None, "CIFAR-10 not found"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.fast=maybe"], None,
-     "train.fast"),
+    (
+        [
+            "reproduce",
+            "jiang2024-fig2",
+            "--scale",
+            "smoke",
+            "--out",
+            "{out}",
+            "--set",
+            "data.mnist_path=/nonexistent/mnist.pkl.gz",
+        ],
+        None,
+        "MNIST not found",
+    ),
+    (
+        [
+            "reproduce",
+            "li2023-fig5",
+            "--scale",
+            "smoke",
+            "--out",
+            "{out}",
+            "--set",
+            "data.dataset=cifar10",
+            "--set",
+            "data.cifar_dir=/nonexistent/cifar-10-batches-py",
+        ],
+        None,
+        "CIFAR-10 not found",
+    ),
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.fast=maybe"],
+        None,
+        "train.fast",
+    ),
     (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "seeds=0"], None, "seeds"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.max_steps=-1"], None,
-     "train.max_steps"),
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.max_steps=-1"],
+        None,
+        "train.max_steps",
+    ),
     (["query", "{out}", "SELECT 1"], "empty-dir", "no results"),
     (["query", "{out}", "SELEC * FROM results"], "results", "SQL"),
     (["query", "{out}", "SELECT nope FROM results"], "results", "SQL"),
     (["report", "{out}"], "empty-dir", "verdict.json"),
     (["sweep", "{spec}", "--out", "{out}"], "spec:[data\nname=", "malformed TOML"),
-    (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK.replace('"jiang2024"\nM', '"nope"\nM'),
-     "data.name: unknown data 'nope'"),
+    (
+        ["sweep", "{spec}", "--out", "{out}"],
+        "spec:" + SWEEP_OK.replace('"jiang2024"\nM', '"nope"\nM'),
+        "data.name: unknown data 'nope'",
+    ),
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK.replace("N = 4", "N = -4"), "data.N"),
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK.replace("d_h = 4", 'd_h = "wide"'), "model.d_h"),
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + "[train]\nlr = [0.1, -0.1]\n", "train.lr"),
     (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + "[train]\nwarp = 9\n", "train.warp"),
-    (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + "[report]\nx = \"data.nope\"\n", "data.nope"),
+    (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + '[report]\nx = "data.nope"\n', "data.nope"),
     (["sweep", "/nonexistent/spec.toml", "--out", "{out}"], None, "spec.toml"),
     # one case per field class: zero, NaN, inf, wrong type, unknown name, unknown part, a list where one value goes
     (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "model.d_h=0"], None, "model.d_h"),
@@ -71,8 +109,11 @@ CASES = [
     (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.lr=inf"], None, "train.lr"),
     (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=many"], None, "data.N"),
     (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "model.d_hh=4"], None, "d_hh"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "model.name=nope"], None,
-     "unknown model 'nope'"),
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "model.name=nope"],
+        None,
+        "unknown model 'nope'",
+    ),
     (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "seed=1,2"], None, "seed"),
     (["reproduce", "nope", "--out", "{out}"], None, "unknown id 'nope'"),
     (["reproduce", "jiang2024-fig1", "--scale", "huge", "--out", "{out}"], None, "--scale: unknown 'huge'"),
@@ -81,32 +122,81 @@ CASES = [
     (["bench", "--scale", "huge"], None, "--scale: unknown 'huge'"),
     (["audit", "jiang2024-fig1", "--sims", "0", "--out", "{out}"], None, "--sims: must be at least 1"),
     (["audit", "jiang2024-fig1", "--from", "{out}"], "empty-dir", "verdict.json"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "init_scal=16"], None,
-     "--set init_scal: unknown field (did you mean init_scale?)"),
-    (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK + '[train]\nlr = "fast"\n[report]\nx = "train.lr"\n',
-     "train.lr: Input should be a valid number"),  # the value's own error, not [report]'s
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "init_scal=16"],
+        None,
+        "--set init_scal: unknown field (did you mean init_scale?)",
+    ),
+    (
+        ["sweep", "{spec}", "--out", "{out}"],
+        "spec:" + SWEEP_OK + '[train]\nlr = "fast"\n[report]\nx = "train.lr"\n',
+        "train.lr: Input should be a valid number",
+    ),  # the value's own error, not [report]'s
     # sizes, before anything runs: empty axes, int32 range, the cell count, one cell's memory
-    (["sweep", "{spec}", "--out", "{out}"], "spec:" + SWEEP_OK.replace("N = 4", "N = []"),
-     "data.N: an empty list; a grid axis needs at least one value"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "train.max_steps=100000000000000"],
-     None, "max_steps: 100000000000000 does not fit an int32"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=3000000000"], None,
-     "N: 3000000000 does not fit an int32"),
-    (["sweep", "{spec}", "--out", "{out}"], "spec:seeds = 1000000000\n" + SWEEP_OK,
-     "the grid has 1,000,000,000 cells (1 points × 1,000,000,000 seed blocks × 1 reps), more than max_cells"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "reps=100000000"], None,
-     "--set max_cells=400000000"),
-    (["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=1000000000"], None,
-     "one cell needs ≈ 1.79e+03 GB (estimated from its shapes at data.N = 1,000,000,000), more than "
-     "memory_budget_gb = 2"),
-]  # fmt: skip
+    (
+        ["sweep", "{spec}", "--out", "{out}"],
+        "spec:" + SWEEP_OK.replace("N = 4", "N = []"),
+        "data.N: an empty list; a grid axis needs at least one value",
+    ),
+    (
+        [
+            "reproduce",
+            "jiang2024-fig1",
+            "--scale",
+            "smoke",
+            "--out",
+            "{out}",
+            "--set",
+            "train.max_steps=100000000000000",
+        ],
+        None,
+        "max_steps: 100000000000000 does not fit an int32",
+    ),
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=3000000000"],
+        None,
+        "N: 3000000000 does not fit an int32",
+    ),
+    (
+        ["sweep", "{spec}", "--out", "{out}"],
+        "spec:seeds = 1000000000\n" + SWEEP_OK,
+        "the grid has 1,000,000,000 cells (1 points × 1,000,000,000 seed blocks × 1 reps), more than max_cells",
+    ),
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "reps=100000000"],
+        None,
+        "--set max_cells=400000000",
+    ),
+    (
+        ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "data.N=1000000000"],
+        None,
+        "one cell needs ≈ 1.79e+03 GB (estimated from its shapes at data.N = 1,000,000,000), more than "
+        "memory_budget_gb = 2",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
 def results_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("ok") / "res"
-    r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", str(out), "--quiet",
-                            "--set", "N=2", "--set", "mu=1.0", "--set", "reps=1"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "reproduce",
+            "jiang2024-fig1",
+            "--scale",
+            "smoke",
+            "--out",
+            str(out),
+            "--quiet",
+            "--set",
+            "N=2",
+            "--set",
+            "mu=1.0",
+            "--set",
+            "reps=1",
+        ],
+    )
     assert r.exit_code == 0, r.output
     return out
 
@@ -117,7 +207,7 @@ def test_bad_input(tmp_path, results_dir, args, setup, needle):
     if setup == "results":
         out = results_dir
     elif setup and setup.startswith("spec:"):
-        spec.write_text(setup[len("spec:"):])
+        spec.write_text(setup[len("spec:") :])
     elif setup:
         out = _setup(tmp_path, setup)
     before = {p: p.read_bytes() for p in [*tmp_path.rglob("*"), *Path(out).rglob("*")] if p.is_file()}
@@ -131,8 +221,25 @@ def test_bad_input(tmp_path, results_dir, args, setup, needle):
         assert not (tmp_path / "res").exists()
 
 
-NAMES = st.sampled_from(["N", "mu", "lr", "data.N", "model.d_h", "train.lr", "reps", "seeds", "data.name", "d",
-                         "nope", "train.lr_mult.QK", "", "=", "train.fast"])  # fmt: skip
+NAMES = st.sampled_from(
+    [
+        "N",
+        "mu",
+        "lr",
+        "data.N",
+        "model.d_h",
+        "train.lr",
+        "reps",
+        "seeds",
+        "data.name",
+        "d",
+        "nope",
+        "train.lr_mult.QK",
+        "",
+        "=",
+        "train.fast",
+    ]
+)
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 
 
@@ -150,7 +257,11 @@ def test_set_parser_fuzz(items):
 
 
 VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 10**6) | st.integers(-(10**15), 10**15) | st.floats(allow_nan=True)
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 10**6)
+    | st.integers(-(10**15), 10**15)
+    | st.floats(allow_nan=True)
     | TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
     max_leaves=6,

@@ -127,8 +127,10 @@ def test_an_ambiguous_short_name_is_an_error(tmp_path, monkeypatch):
         (["reproduce", "jiang2024-fig3", "--set", "regime=neutral"], "regime: unknown regime"),
         (["reproduce", "jiang2024-fig1", "--executor", "spark"], "--executor: unknown 'spark'"),
         (["reproduce", "jiang2024-fig1", "--set", "mu=inf"], "data.mu: Input should be a finite number"),
-        (["reproduce", "jiang2024-fig1", "--set", "loss_threshold=nan"],
-         "train.loss_threshold: Input should be a finite number"),
+        (
+            ["reproduce", "jiang2024-fig1", "--set", "loss_threshold=nan"],
+            "train.loss_threshold: Input should be a finite number",
+        ),
         (["reproduce", "jiang2024-fig3", "--set", "N_benign=5"], "N_benign: must be even"),
         (["reproduce", "jiang2024-fig1", "--set", "data.name=mnist"], "data.name: unknown data 'mnist'"),
         (["reproduce", "jiang2024-fig1", "--set", "data.nope=1"], "--set data.nope: unknown field of data"),
@@ -137,15 +139,19 @@ def test_an_ambiguous_short_name_is_an_error(tmp_path, monkeypatch):
         (["reproduce", "jiang2024-fig1", "--set", "optimizer=lbfgs"], "train.optimizer: Input should be 'gd'"),
         (["reproduce", "jiang2024-fig1", "--set", "d_h=0"], "model.d_h: Input should be greater than 0"),
         (["reproduce", "li2023-fig1", "--set", "alpha_hash=0.6"], "invalid spec: data: data.alpha"),
-        (["reproduce", "li2023-fig1", "--set", "alpha_star=0.5", "--set", "alpha_hash=0.6"],
-         "data.alpha_hash: α_* + α_# = 0.5 + 0.6 exceeds 1"),
-        (["reproduce", "li2023-fig1", "--set", "alpha_star=0.3", "--set", "alpha_hash=0.4"],
-         "data.alpha_star: α_* = 0.3 must exceed α_# = 0.4"),
+        (
+            ["reproduce", "li2023-fig1", "--set", "alpha_star=0.5", "--set", "alpha_hash=0.6"],
+            "data.alpha_hash: α_* + α_# = 0.5 + 0.6 exceeds 1",
+        ),
+        (
+            ["reproduce", "li2023-fig1", "--set", "alpha_star=0.3", "--set", "alpha_hash=0.4"],
+            "data.alpha_star: α_* = 0.3 must exceed α_# = 0.4",
+        ),
         (["reproduce", "li2023-fig1", "--set", "tune_lr=0.1,-1"], "tune_lr.1: Input should be greater than 0"),
         (["reproduce", "li2023-fig1", "--set", "d=4"], "data.d: the M = 6 patterns are orthogonal"),
         (["reproduce", "li2023-fig4", "--set", "stop_on=margin"], "train.stop_on: Input should be 'loss'"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_gives_one_clear_error(tmp_path, args, needle):
     extra = [] if "--scale" in args else ["--scale", "smoke"]
     r = invoke(*args, "--out", tmp_path / "res", *extra)
@@ -170,8 +176,9 @@ def test_bad_input_leaves_existing_results_untouched(tmp_path):
 
 def test_toml_config_sets_fields(tmp_path):
     cfg = tmp_path / "grid.toml"
-    cfg.write_text("reps = 2\n[data]\nN = [2, 4]\nmu = [5.0]\nsigma_tilde_p = 2.0\n[model]\nd_h = 8\n"
-                   "[train]\nlr = 0.05\n")  # fmt: skip
+    cfg.write_text(
+        "reps = 2\n[data]\nN = [2, 4]\nmu = [5.0]\nsigma_tilde_p = 2.0\n[model]\nd_h = 8\n[train]\nlr = 0.05\n"
+    )
     out = tmp_path / "res"
     r = reproduce(out, "--config", cfg, "--set", "reps=1")  # --set applies after the config
     assert r.exit_code == 0, r.output
@@ -213,8 +220,9 @@ def test_bad_toml_config(tmp_path, text, needle):
 
 
 def test_missing_toml_config(tmp_path):
-    r = invoke("reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", tmp_path / "res",
-               "--config", tmp_path / "nope.toml")  # fmt: skip
+    r = invoke(
+        "reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", tmp_path / "res", "--config", tmp_path / "nope.toml"
+    )
     assert r.exit_code == 2 and "cannot read" in r.output
 
 
@@ -279,8 +287,11 @@ def test_fields_lists_the_fields_before_a_run(monkeypatch):
     assert r.exit_code == 0 and "batched" in r.output and "size" in r.output
     r = runner.invoke(app, ["fields", "train"])
     assert r.exit_code == 0 and "train.lr" in r.output and "'gd', 'momentum', 'adam'" in r.output
-    for bad, needle in ((["fields", "nope"], "unknown id 'nope'"), (["fields", "model.nope"], "unknown model 'nope'"),
-                        (["fields", "jiang2024-fg1"], "did you mean jiang2024-fig1")):  # fmt: skip
+    for bad, needle in (
+        (["fields", "nope"], "unknown id 'nope'"),
+        (["fields", "model.nope"], "unknown model 'nope'"),
+        (["fields", "jiang2024-fg1"], "did you mean jiang2024-fig1"),
+    ):
         r = runner.invoke(app, bad)
         assert r.exit_code == 2 and r.output.startswith("error: ") and needle in r.output, r.output
 
@@ -299,8 +310,9 @@ def test_dry_run_plans_without_training_or_writing(tmp_path, monkeypatch):
     r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--dry-run", "--set", "reps=100000000"])
     assert r.exit_code == 2 and "more than max_cells" in r.output
     spec = tmp_path / "g.toml"
-    spec.write_text('[data]\nname = "jiang2024"\nM = 4\nd = 8\nN = [4, 8]\n[model]\nname = "jiang2024"\nd_h = 4\n'
-                    'd_v = 4\n')  # fmt: skip
+    spec.write_text(
+        '[data]\nname = "jiang2024"\nM = 4\nd = 8\nN = [4, 8]\n[model]\nname = "jiang2024"\nd_h = 4\nd_v = 4\n'
+    )
     r = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--dry-run", "--no-estimate"])
     assert r.exit_code == 0 and "2 cells in 1 buckets" in r.output and not out.exists(), r.output
     assert "estimated wall time" not in r.output

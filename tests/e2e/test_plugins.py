@@ -50,7 +50,7 @@ def make(key, v, s, pads, shared, dtype):
 
 SHIFTED = dataclasses.replace(JD.PART, name="shifted", make=make)
 '''
-SPEC = '''
+SPEC = """
 title = "plugin"
 [data]
 name = "jiang2024"
@@ -65,7 +65,7 @@ d_v = 4
 [train]
 max_steps = 20
 fast = {fast}
-'''
+"""
 
 
 @pytest.fixture
@@ -96,11 +96,14 @@ def test_a_model_of_ones_own_trains_from_a_sweep_spec(plugin):
     assert json.loads((plugin / "out" / "verdict.json").read_text())["cells"] == 2
 
 
-@pytest.mark.parametrize("name, needle", [
-    ("no_such_module:PART", "cannot load the plugin 'no_such_module:PART' (ModuleNotFoundError"),
-    ("my_parts:MISSING", "cannot load the plugin 'my_parts:MISSING' (AttributeError"),
-    ("my_parts:NOT_A_PART", "'my_parts:NOT_A_PART' is a int, not a model part"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        ("no_such_module:PART", "cannot load the plugin 'no_such_module:PART' (ModuleNotFoundError"),
+        ("my_parts:MISSING", "cannot load the plugin 'my_parts:MISSING' (AttributeError"),
+        ("my_parts:NOT_A_PART", "'my_parts:NOT_A_PART' is a int, not a model part"),
+    ],
+)
 def test_a_plugin_that_does_not_load_is_one_clear_error(plugin, name, needle):
     r = run(plugin, name)
     assert r.exit_code == 2 and r.output.startswith("error: ") and "Traceback" not in r.output, r.output
@@ -110,7 +113,7 @@ def test_a_plugin_that_does_not_load_is_one_clear_error(plugin, name, needle):
         part("model", name)
 
 
-COMPARE = '''
+COMPARE = """
 title = "side by side"
 seeds = 2
 [data]
@@ -126,7 +129,7 @@ d_v = 4
 [train]
 max_steps = 20
 draws = "{draws}"
-'''
+"""
 
 
 @pytest.mark.parametrize("draws", ["common", "cell"])
@@ -144,11 +147,17 @@ def test_models_side_by_side_in_one_grid_on_common_draws(plugin, draws):
     t = pq.read_table(plugin / draws / "results.parquet").to_pylist()
     assert len(t) == 3 * 2 * 2
     by = {(c["model.name"], c["data.mu"], c["block"]): c for c in t}
-    same = [by["jiang2024", mu, b]["train_loss"] == by["my_parts:SAME", mu, b]["train_loss"]
-            for mu in (2.0, 4.0) for b in (0, 1)]  # fmt: skip
+    same = [
+        by["jiang2024", mu, b]["train_loss"] == by["my_parts:SAME", mu, b]["train_loss"]
+        for mu in (2.0, 4.0)
+        for b in (0, 1)
+    ]
     assert all(same) if draws == "common" else not any(same)
-    assert all(by["jiang2024", mu, b]["train_loss"] != by["my_parts:SQUASHED", mu, b]["train_loss"]
-               for mu in (2.0, 4.0) for b in (0, 1))  # fmt: skip
+    assert all(
+        by["jiang2024", mu, b]["train_loss"] != by["my_parts:SQUASHED", mu, b]["train_loss"]
+        for mu in (2.0, 4.0)
+        for b in (0, 1)
+    )
 
 
 def _forget(module="my_parts"):
@@ -187,12 +196,27 @@ def test_a_fast_path_that_is_not_the_models_function_is_caught_before_training(p
     fast path passes and is remembered on disk; check-part repeats the check on demand."""
     monkeypatch.setenv("ATTNLAB_CACHE", str(plugin / "cache"))
     r = run(plugin, "my_parts:LIAR")
-    assert r.exit_code == 2 and "model 'liar': its declared fast path differs from its apply: fast_apply" in \
-        r.output.replace("\n", " "), r.output  # fmt: skip
+    assert (
+        r.exit_code == 2
+        and "model 'liar': its declared fast path differs from its apply: fast_apply" in r.output.replace("\n", " ")
+    ), r.output
     assert not (plugin / "out" / "results.parquet").exists()
     assert run(plugin, "my_parts:LIAR", fast=False, out="plain").exit_code == 0
-    r = CliRunner().invoke(app, ["check-part", "my_parts:LIAR", "--set", "data.M=4", "--set", "data.d=8",
-                                 "--set", "model.d_h=4", "--set", "model.d_v=4"])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "check-part",
+            "my_parts:LIAR",
+            "--set",
+            "data.M=4",
+            "--set",
+            "data.d=8",
+            "--set",
+            "model.d_h=4",
+            "--set",
+            "model.d_v=4",
+        ],
+    )
     assert r.exit_code == 1 and "fast_apply (relative error" in r.output.replace("\n", " "), r.output
     r = run(plugin, "my_parts:HONEST", out="honest")
     assert r.exit_code == 0, r.output
@@ -206,13 +230,28 @@ def test_a_fast_path_that_is_not_the_models_function_is_caught_before_training(p
 def test_a_data_model_of_ones_own_through_reproduce_and_the_api(plugin, tmp_path):
     import attnlab
 
-    r = CliRunner().invoke(app, ["reproduce", "jiang2024-fig3", "--scale", "smoke", "--out", str(tmp_path / "fig3"),
-                                 "--quiet", "--set", "data.name=my_parts:SHIFTED"])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "reproduce",
+            "jiang2024-fig3",
+            "--scale",
+            "smoke",
+            "--out",
+            str(tmp_path / "fig3"),
+            "--quiet",
+            "--set",
+            "data.name=my_parts:SHIFTED",
+        ],
+    )
     assert r.exit_code == 0, r.output
     t = attnlab.load(tmp_path / "fig3")
     assert set(t["data.name"]) == {"my_parts:SHIFTED"}
-    spec = {"data": {"name": "my_parts:SHIFTED", "M": 4, "d": 8, "N": 4}, "model": {"name": "my_parts:SQUASHED",
-            "d_h": 4, "d_v": 4}, "train": {"max_steps": 10}}  # fmt: skip
+    spec = {
+        "data": {"name": "my_parts:SHIFTED", "M": 4, "d": 8, "N": 4},
+        "model": {"name": "my_parts:SQUASHED", "d_h": 4, "d_v": 4},
+        "train": {"max_steps": 10},
+    }
     v = attnlab.sweep(spec, tmp_path / "api", progress=False)
     assert v["cells"] == 1 and set(attnlab.load(tmp_path / "api")["model.name"]) == {"my_parts:SQUASHED"}
 
@@ -244,8 +283,22 @@ def test_the_worked_example_compares_two_models_on_common_draws(tmp_path, monkey
 
     monkeypatch.setattr(cli.out, "width", 250)
     out = tmp_path / "lvs"
-    r = CliRunner().invoke(app, ["sweep", str(ROOT / "examples" / "linear_vs_softmax.toml"), "--out", str(out),
-                                 "--quiet", "--set", "seeds=2", "--set", "data.N=8,16", "--set", "train.max_steps=40"])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            str(ROOT / "examples" / "linear_vs_softmax.toml"),
+            "--out",
+            str(out),
+            "--quiet",
+            "--set",
+            "seeds=2",
+            "--set",
+            "data.N=8,16",
+            "--set",
+            "train.max_steps=40",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "Each model against jiang2024, cell by cell (paired on common draws)" in r.output
     html = (out / "report.html").read_text()

@@ -22,8 +22,12 @@ from helpers import assert_same_rows, budget_for
 
 
 def cells_of(max_steps, mus=(1.0, 3.0, 5.0), Ns=(2, 4), reps=2):
-    return [tiny_cell(mu=m, N=n, rep=r, max_steps=max_steps, log_every=10, dtype="float64")
-            for m in mus for n in Ns for r in range(reps)]  # fmt: skip
+    return [
+        tiny_cell(mu=m, N=n, rep=r, max_steps=max_steps, log_every=10, dtype="float64")
+        for m in mus
+        for n in Ns
+        for r in range(reps)
+    ]
 
 
 def test_ray_gives_the_local_numbers_bit_for_bit_with_progress(ray_session, tmp_path, capsys):
@@ -139,12 +143,12 @@ def test_without_ray_installed_the_ray_executor_says_how_to_install_it(tmp_path,
     with pytest.raises(AttnlabError, match="Ray is not installed"):
         run_cells(cells_of(36, reps=1), Store(tmp_path / "api"), executor="ray", progress=False)
     out = tmp_path / "cli"
-    r = CliRunner().invoke(app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", str(out), "--quiet",
-                                 "--executor", "ray"])  # fmt: skip
+    r = CliRunner().invoke(
+        app, ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", str(out), "--quiet", "--executor", "ray"]
+    )
     assert r.exit_code == 2
     assert "Ray is not installed" in r.output and '".[ray]"' in r.output and "Traceback" not in r.output
     assert not out.exists()  # reported before anything is written
-
 
 
 def test_an_unreachable_ray_address_is_one_clear_error_at_once(monkeypatch):
@@ -165,8 +169,11 @@ def test_an_unreachable_ray_address_is_one_clear_error_at_once(monkeypatch):
             raise AssertionError("ray.init must not be reached")
 
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
-    with pytest.raises(AttnlabError, match=rf"cannot join the Ray cluster at RAY_ADDRESS=127\.0\.0\.1:{port} "
-                                           r"\(Connection refused\).*RAY_AUTH_MODE=token"):  # fmt: skip
+    with pytest.raises(
+        AttnlabError,
+        match=rf"cannot join the Ray cluster at RAY_ADDRESS=127\.0\.0\.1:{port} "
+        r"\(Connection refused\).*RAY_AUTH_MODE=token",
+    ):
         executors._connect(NotStarted, None)
 
 

@@ -55,8 +55,21 @@ def temporaries(out: Path) -> list[Path]:
 
 
 def cli_command(out: Path, executor: str) -> list[str]:
-    return [sys.executable, "-m", "attnlab.cli", "reproduce", EXP, "--scale", "smoke", "--out", str(out), "--quiet",
-            "--executor", executor, *sets(GRID)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "attnlab.cli",
+        "reproduce",
+        EXP,
+        "--scale",
+        "smoke",
+        "--out",
+        str(out),
+        "--quiet",
+        "--executor",
+        executor,
+        *sets(GRID),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +105,9 @@ def test_kill_9_mid_run_then_rerun_loses_and_duplicates_no_cell(request, tmp_pat
         env |= {k: v for k, v in os.environ.items() if k == "RAY_AUTH_MODE"}
     log = tmp_path / "stderr.txt"
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cli_command(out, executor), env=env, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cli_command(out, executor), env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 600
         while not part_files(out) and proc.poll() is None and time.monotonic() < deadline:
@@ -129,8 +143,12 @@ def test_two_runs_started_at_once_into_one_directory_end_as_a_lone_run(tmp_path,
     """The same command twice at once into one directory: both end (exit 0), no cell is in two
     parts, and results.parquet equals a lone run's bit for bit."""
     out = tmp_path / "out"
-    procs = [subprocess.Popen(cli_command(out, "local"), env=cli_env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            cli_command(out, "local"), env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     errs = [p.communicate(timeout=600)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [e[-2000:] for e in errs]
     rows = sum(pq.read_metadata(p).num_rows for p in part_files(out))
@@ -138,13 +156,15 @@ def test_two_runs_started_at_once_into_one_directory_end_as_a_lone_run(tmp_path,
     assert_same_rows(uninterrupted, pq.read_table(out / "results.parquet"))
 
 
-def test_a_report_of_a_directory_being_written_is_a_clear_error_and_the_run_ends_whole(tmp_path, cli_env,
-                                                                                      uninterrupted):  # fmt: skip
+def test_a_report_of_a_directory_being_written_is_a_clear_error_and_the_run_ends_whole(
+    tmp_path, cli_env, uninterrupted
+):
     """`attnlab report DIR` while a run is writing DIR: one clear message (no verdict yet), and
     the run ends as a lone run; afterwards the report rebuilds it."""
     out = tmp_path / "out"
-    proc = subprocess.Popen(cli_command(out, "local"), env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cli_command(out, "local"), env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 600
     while not part_files(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -167,8 +187,9 @@ def small_cell(**kw):
 
 @pytest.mark.parametrize("strategy", ["sequential", "vmap"])
 @pytest.mark.parametrize("dtype, huge", [("float64", 1e200), ("float32", 1e30)])
-def test_a_diverging_cell_is_marked_and_leaves_the_rest_of_its_batch_unchanged(tmp_path, monkeypatch, strategy,
-                                                                                dtype, huge):  # fmt: skip
+def test_a_diverging_cell_is_marked_and_leaves_the_rest_of_its_batch_unchanged(
+    tmp_path, monkeypatch, strategy, dtype, huge
+):
     """The batch [a, b, X, c, d] with X diverging against the same batch with X replaced by a
     cell that trains normally: a, b, c, d come out bit for bit the same, under both strategies
     (``vmap`` steps X in the same loop as the others). The lr overflows the model (1e30 does in
@@ -355,8 +376,11 @@ def test_a_store_with_a_damaged_part_still_answers(tmp_path):
     assert "was moved to" not in str(e.value)  # moved aside before; its cells are simply missing
     later = store.write_part(pa.table({"id": ["d"], "x": [4.0]}))
     later.write_bytes(later.read_bytes()[:-10])  # damaged after the last scan
-    with pytest.raises(AttnlabError, match=rf"(?s)1 of 3 requested cells is missing.*Rerunning.*"
-                                           rf"damaged part {later.name} was moved to"):  # fmt: skip
+    with pytest.raises(
+        AttnlabError,
+        match=rf"(?s)1 of 3 requested cells is missing.*Rerunning.*"
+        rf"damaged part {later.name} was moved to",
+    ):
         store.assemble(["a", "b", "d"])
     assert len(store.damaged) == 2 and not later.exists()
 

@@ -30,7 +30,9 @@ def files_of(d):
 @pytest.fixture(scope="module")
 def runs(smoke):
     """The shared smoke runs (read only: the tests copy them to change them)."""
-    return {name: (r.out, r.verdict) for name, r in (("fig1", smoke("jiang2024-fig1")), ("fig3", smoke("jiang2024-fig3")))}
+    return {
+        name: (r.out, r.verdict) for name, r in (("fig1", smoke("jiang2024-fig1")), ("fig3", smoke("jiang2024-fig3")))
+    }
 
 
 def copy_run(runs, name, dest):
@@ -63,8 +65,17 @@ def test_report_rebuilds_without_training_and_equals_the_fresh_run(runs, tmp_pat
     assert "report: " in r.output and "index:" not in r.output  # one directory: no index
     v = json.loads((out / "verdict.json").read_text())
     assert v["claims"] == fresh["claims"]
-    for k in ("experiment", "scale", "cells", "cells_trained_now", "runtime_s", "provenance", "command",
-              "finished_at", "train_seconds_total"):  # fmt: skip
+    for k in (
+        "experiment",
+        "scale",
+        "cells",
+        "cells_trained_now",
+        "runtime_s",
+        "provenance",
+        "command",
+        "finished_at",
+        "train_seconds_total",
+    ):
         assert v[k] == fresh[k], k
     assert set(v["rebuilt"]) == {"at", "attnlab_version", "git_sha"}
     assert (out / "report.html").is_file() and list(out.glob("*.png")) and list(out.glob("*.pdf"))

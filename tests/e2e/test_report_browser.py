@@ -26,8 +26,10 @@ ARTIFACTS = ROOT / "test-artifacts" / "report-browser"
 def driver():
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
     if missing:
-        pytest.fail(f"{' and '.join(missing)} missing: `make test` installs them (Debian packages chromium and "
-                    "chromium-driver: apt-get install -y --no-install-recommends chromium chromium-driver)")
+        pytest.fail(
+            f"{' and '.join(missing)} missing: `make test` installs them (Debian packages chromium and "
+            "chromium-driver: apt-get install -y --no-install-recommends chromium chromium-driver)"
+        )
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -35,8 +37,15 @@ def driver():
         pytest.fail("selenium is missing: `make test` installs it (the dev extra)")
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
-                "--disable-extensions", "--no-first-run"):  # fmt: skip
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--disable-extensions",
+        "--no-first-run",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     with pytest.MonkeyPatch.context() as mp:
@@ -70,9 +79,9 @@ def load(driver, path: Path) -> dict:
     return {
         "severe": [e for e in driver.get_log("browser") if e["level"] == "SEVERE"],
         "images": driver.execute_script(
-            "return Array.from(document.images, i => [i.alt, i.complete, i.naturalWidth]);"),
-        "resources": driver.execute_script(
-            "return performance.getEntriesByType('resource').map(e => e.name);"),
+            "return Array.from(document.images, i => [i.alt, i.complete, i.naturalWidth]);"
+        ),
+        "resources": driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name);"),
         "title": driver.title,
     }
 
@@ -81,8 +90,9 @@ def screenshot(driver, name: str) -> Path:
     """The whole page, not only the window (Chrome DevTools: capture beyond the viewport)."""
     size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
     clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 16000), "scale": 1}
-    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
-                                                             "clip": clip})  # fmt: skip
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     path.write_bytes(base64.b64decode(shot["data"]))
@@ -102,8 +112,10 @@ def claim_rows(driver):
 def test_the_checks_catch_console_errors_and_broken_images(driver, tmp_path):
     """The checks below can fail: a page with a console error and a missing image is caught."""
     bad = tmp_path / "bad.html"
-    bad.write_text('<!doctype html><html><head><link rel="icon" href="data:,"></head><body>'
-                   '<img src="missing.png" alt="x"><script>console.error("boom")</script></body></html>')  # fmt: skip
+    bad.write_text(
+        '<!doctype html><html><head><link rel="icon" href="data:,"></head><body>'
+        '<img src="missing.png" alt="x"><script>console.error("boom")</script></body></html>'
+    )
     got = load(driver, bad)
     assert any("boom" in e["message"] for e in got["severe"])
     assert got["images"] == [["x", True, 0]]

@@ -32,13 +32,28 @@ EXAMPLES = ROOT / "examples"
 SMALL = ["--set", "train.max_steps=20"]
 # example -> (extra overrides, grid points, seeds, axes, figures)
 CASES = {
-    "jiang2024_lr_init": (["--set", "seeds=1"], 8, 1,
-                          ["model.init_scale", "train.lr"], {"sweep_metrics", "sweep_probes"}),
-    "jiang2024_data_li2023_vit": (["--set", "data.mu=0.5,4.5", "--set", "data.N=4,8"], 4, 2,
-                                  ["data.mu", "data.N"], {"sweep_metrics", "sweep_probes"}),
-    "li2023_data_wu2023_encoder": (["--set", "data.alpha_star=0.2,0.6", "--set", "seeds=1"], 4, 1,
-                                   ["data.alpha_star", "train.lr"], {"sweep_metrics", "sweep_probes"}),
-}  # fmt: skip
+    "jiang2024_lr_init": (
+        ["--set", "seeds=1"],
+        8,
+        1,
+        ["model.init_scale", "train.lr"],
+        {"sweep_metrics", "sweep_probes"},
+    ),
+    "jiang2024_data_li2023_vit": (
+        ["--set", "data.mu=0.5,4.5", "--set", "data.N=4,8"],
+        4,
+        2,
+        ["data.mu", "data.N"],
+        {"sweep_metrics", "sweep_probes"},
+    ),
+    "li2023_data_wu2023_encoder": (
+        ["--set", "data.alpha_star=0.2,0.6", "--set", "seeds=1"],
+        4,
+        1,
+        ["data.alpha_star", "train.lr"],
+        {"sweep_metrics", "sweep_probes"},
+    ),
+}
 
 
 def invoke(*args):
@@ -91,8 +106,10 @@ def test_each_example_runs_and_reports(runs, name):
 
 def test_composed_parts_are_the_ones_asked_for(runs):
     """Each example trains the composition it names, with that model's own parameters."""
-    for name, data, model in (("jiang2024_data_li2023_vit", "jiang2024", "li2023-vit"),
-                              ("li2023_data_wu2023_encoder", "li2023", "wu2023")):  # fmt: skip
+    for name, data, model in (
+        ("jiang2024_data_li2023_vit", "jiang2024", "li2023-vit"),
+        ("li2023_data_wu2023_encoder", "li2023", "wu2023"),
+    ):
         t = pq.read_table(runs[name][0] / "results.parquet").to_pydict()
         assert set(t["data.name"]) == {data} and set(t["model.name"]) == {model}
     t = pq.read_table(runs["li2023_data_wu2023_encoder"][0] / "results.parquet").to_pydict()
@@ -151,8 +168,10 @@ max_steps = 5
         (GOOD.replace("[model]", "model = 3\n[modelx]"), "unknown field(s)"),
         ('data = "jiang2024"\n', "data must be a table ([data])"),
         ("[model]\nname = 'jiang2024'\n", "data.name: missing"),
-        (GOOD.replace('name = "jiang2024"\nd_h', 'name = ["jiang2024", "wu2023"]\nd_h'),
-         "model.d_h: not a field of every model of model.name (jiang2024, wu2023)"),
+        (
+            GOOD.replace('name = "jiang2024"\nd_h', 'name = ["jiang2024", "wu2023"]\nd_h'),
+            "model.d_h: not a field of every model of model.name (jiang2024, wu2023)",
+        ),
         ("seeds = 0\n" + GOOD, "seeds: the number of seed blocks must be ≥ 1"),
         ("seeds = [0, -1]\n" + GOOD, "seeds: a list of seeds must hold distinct values ≥ 0"),
         ("seeds = [1, 2]\nseed = 3\n" + GOOD, "seed: a list of seeds gives the seed values itself"),
@@ -161,12 +180,16 @@ max_steps = 5
         (GOOD + "[report]\nnope = 1\n", "report.nope: Extra inputs are not permitted"),
         (GOOD + "[report]\nmetrics = ['accuracy']\n", "report.metrics: unknown 'accuracy'; valid: train_loss"),
         (GOOD + "[report]\nprobes = ['train_loss']\n", "report.probes: nothing is recorded over time"),
-        (GOOD.replace("max_steps = 5", "max_steps = 5\nlog_every = 1") + "[report]\nprobes = ['attn']\n",
-         "report.probes: unknown 'attn'; recorded: train_loss"),
-        (GOOD.replace("max_steps = 5", "loss = 'squared'") + "[report]\nmetrics = ['test_error']\n",
-         "report.metrics: unknown 'test_error'"),
+        (
+            GOOD.replace("max_steps = 5", "max_steps = 5\nlog_every = 1") + "[report]\nprobes = ['attn']\n",
+            "report.probes: unknown 'attn'; recorded: train_loss",
+        ),
+        (
+            GOOD.replace("max_steps = 5", "loss = 'squared'") + "[report]\nmetrics = ['test_error']\n",
+            "report.metrics: unknown 'test_error'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_spec_gives_one_clear_error_and_writes_nothing(tmp_path, text, needle):
     spec = tmp_path / "bad.toml"
     spec.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -186,9 +209,11 @@ def test_missing_spec_file(tmp_path):
 def test_bad_set_and_executor(tmp_path):
     spec = tmp_path / "g.toml"
     spec.write_text(GOOD)
-    for args, needle in ((["--set", "width=3"], "--set width: unknown field"),
-                         (["--set", "seeds=1,-2"], "seeds: a list of seeds must hold distinct values"),
-                         (["--executor", "spark"], "--executor: unknown 'spark'")):  # fmt: skip
+    for args, needle in (
+        (["--set", "width=3"], "--set width: unknown field"),
+        (["--set", "seeds=1,-2"], "seeds: a list of seeds must hold distinct values"),
+        (["--executor", "spark"], "--executor: unknown 'spark'"),
+    ):
         r = invoke("sweep", spec, "--out", tmp_path / "res", *args)
         assert r.exit_code == 2 and needle in r.output, r.output
     assert not (tmp_path / "res").exists()
@@ -196,10 +221,14 @@ def test_bad_set_and_executor(tmp_path):
 
 def test_probe_set_that_does_not_fit_the_composition_is_caught_before_training(tmp_path):
     """The jiang2024 probes read the jiang2024 token layout; on li2023 data they cannot run."""
-    spec = {"data": {"name": "li2023", "M": 6, "d": 8, "L": 10, "N": 4, "n_test": 10},
-            "model": {"name": "wu2023", "d_m": 8}, "train": {"log_every": 1, "probes": "jiang2024", "max_steps": 2}}  # fmt: skip
-    with pytest.raises(AttnlabError, match="train.probes: the probe set 'jiang2024' does not fit data 'li2023' into "
-                                           "model 'wu2023'"):  # fmt: skip
+    spec = {
+        "data": {"name": "li2023", "M": 6, "d": 8, "L": 10, "N": 4, "n_test": 10},
+        "model": {"name": "wu2023", "d_m": 8},
+        "train": {"log_every": 1, "probes": "jiang2024", "max_steps": 2},
+    }
+    with pytest.raises(
+        AttnlabError, match="train.probes: the probe set 'jiang2024' does not fit data 'li2023' into model 'wu2023'"
+    ):
         attnlab.sweep(spec, tmp_path / "res", progress=False)
     assert not (tmp_path / "res").exists()
 
@@ -210,26 +239,38 @@ def _fake_model(name, apply):
     class Hparams(parts.PartConfig):
         d_in: int = 5
 
-    return parts.Model(name=name, version=1, config=Hparams, init=lambda key, hp, dtype: {"w": jnp.zeros(hp.d_in, dtype)},
-                   apply=apply, trainable=lambda hp: ("w",), groups=lambda hp: {"w": ("w",)},
-                   sizes=lambda hp: (hp.d_in, hp.d_in))  # fmt: skip
+    return parts.Model(
+        name=name,
+        version=1,
+        config=Hparams,
+        init=lambda key, hp, dtype: {"w": jnp.zeros(hp.d_in, dtype)},
+        apply=apply,
+        trainable=lambda hp: ("w",),
+        groups=lambda hp: {"w": ("w",)},
+        sizes=lambda hp: (hp.d_in, hp.d_in),
+    )
 
 
 @pytest.mark.parametrize(
     "apply, needle",
     [
-        (lambda params, x, hp: ((parts.tokens(x)[0] @ params["w"]).mean(), {}),
-         "data 'jiang2024' into model 'fixed': the shapes do not fit (TypeError: dot_general"),
-        (lambda params, x, hp: (parts.tokens(x)[0].mean(0)[: params["w"].shape[0]], {}),
-         "data 'jiang2024' into model 'fixed': the model gives outputs of shape (4, 5) on the training set of "
-         "shape (4,); the trainer needs one number per sample"),
+        (
+            lambda params, x, hp: ((parts.tokens(x)[0] @ params["w"]).mean(), {}),
+            "data 'jiang2024' into model 'fixed': the shapes do not fit (TypeError: dot_general",
+        ),
+        (
+            lambda params, x, hp: (parts.tokens(x)[0].mean(0)[: params["w"].shape[0]], {}),
+            "data 'jiang2024' into model 'fixed': the model gives outputs of shape (4, 5) on the training set of "
+            "shape (4,); the trainer needs one number per sample",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_shape_mismatch_between_data_and_model_is_one_clear_error(tmp_path, monkeypatch, apply, needle):
     use_part(monkeypatch, _fake_model("fixed", apply))
     spec = tmp_path / "g.toml"
-    spec.write_text(GOOD.replace("N = [4, 8]", "N = 4").replace('name = "jiang2024"\nd_h = 4\nd_v = 4',
-                                                               'name = "fixed"'))  # fmt: skip
+    spec.write_text(
+        GOOD.replace("N = [4, 8]", "N = 4").replace('name = "jiang2024"\nd_h = 4\nd_v = 4', 'name = "fixed"')
+    )
     r = invoke("sweep", spec, "--out", tmp_path / "res", "--quiet")
     assert r.exit_code == 2, r.output
     assert needle in r.output, r.output
@@ -254,14 +295,18 @@ def test_layout_defaults_and_short_names():
 
 
 def test_diverged_cells_are_counted_not_averaged():
-    cols = {"id": np.array(["a", "b", "c", "d"], object), "data.N": np.array([4, 4, 8, 8]),
-            "train.lr": np.array([0.1, 0.1, 0.1, 0.1]), "test_loss": np.array([1.0, 3.0, 2.0, np.inf]),
-            "test_error": np.array([0.1, 0.3, 0.25, 0.5]),
-            "status": np.array(["converged", "cap", "converged", "diverged"], object)}  # fmt: skip
+    cols = {
+        "id": np.array(["a", "b", "c", "d"], object),
+        "data.N": np.array([4, 4, 8, 8]),
+        "train.lr": np.array([0.1, 0.1, 0.1, 0.1]),
+        "test_loss": np.array([1.0, 3.0, 2.0, np.inf]),
+        "test_error": np.array([0.1, 0.3, 0.25, 0.5]),
+        "status": np.array(["converged", "cap", "converged", "diverged"], object),
+    }
     spec = S.UserGrid.of(GOOD.replace("max_steps = 5", "lr = [0.1]")).spec()
     analysis = S.UserGrid().analyse(cols, spec)
     assert analysis.claims == [] and analysis.summary["status"] == {"converged": 2, "cap": 1, "diverged": 1}
-    (_, columns, rows), = analysis.tables
+    ((_, columns, rows),) = analysis.tables
     by_n = {r[0]: dict(zip(columns, r, strict=True)) for r in rows}
     assert by_n[4]["test_loss mean"] == 2.0 and by_n[4]["test_loss std"] == pytest.approx(np.sqrt(2))
     assert by_n[8]["test_loss mean"] == 2.0 and by_n[8]["test_loss std"] is None  # one finite cell
@@ -287,7 +332,7 @@ def query(out, *args):
 
 def test_query_prints_a_table_and_csv(runs):
     out, _ = runs["jiang2024_lr_init"]
-    r = query(out, "SELECT count(*) AS n_cells, count(DISTINCT \"train.lr\") AS n_lr FROM results")
+    r = query(out, 'SELECT count(*) AS n_cells, count(DISTINCT "train.lr") AS n_lr FROM results')
     assert r.exit_code == 0, r.output
     assert "n_cells" in r.output and "4" in r.output and "1 row(s)" in r.output
 
@@ -312,9 +357,12 @@ def test_query_parts_and_lists(runs):
 
 @pytest.mark.parametrize(
     "sql, needle",
-    [("SELEC 1", "SQL: Parser Error"), ("SELECT nope FROM results", 'SQL: Binder Error: Referenced column "nope"'),
-     ("SELECT * FROM nothing", "SQL: Catalog Error")],
-)  # fmt: skip
+    [
+        ("SELEC 1", "SQL: Parser Error"),
+        ("SELECT nope FROM results", 'SQL: Binder Error: Referenced column "nope"'),
+        ("SELECT * FROM nothing", "SQL: Catalog Error"),
+    ],
+)
 def test_a_sql_error_is_one_clear_message(runs, sql, needle):
     out, _ = runs["jiang2024_lr_init"]
     r = query(out, sql)
@@ -329,9 +377,13 @@ def test_query_is_read_only(runs, tmp_path):
     before = (out / "results.parquet").read_bytes()
     other = tmp_path / "x.csv"
     other.write_text("a\n1\n")
-    for sql in (f"COPY (SELECT 1 AS a) TO '{out / 'results.parquet'}' (FORMAT parquet)",
-                f"COPY results TO '{tmp_path / 'copy.parquet'}'", f"SELECT * FROM read_csv('{other}')",
-                f"ATTACH '{tmp_path / 'db.duckdb'}'", "SET enable_external_access = true"):  # fmt: skip
+    for sql in (
+        f"COPY (SELECT 1 AS a) TO '{out / 'results.parquet'}' (FORMAT parquet)",
+        f"COPY results TO '{tmp_path / 'copy.parquet'}'",
+        f"SELECT * FROM read_csv('{other}')",
+        f"ATTACH '{tmp_path / 'db.duckdb'}'",
+        "SET enable_external_access = true",
+    ):
         r = query(out, sql)
         assert r.exit_code == 2 and r.output.startswith("error: SQL: ") and "Traceback" not in r.output, (sql, r.output)
     assert "read-only" in query(out, f"COPY results TO '{tmp_path / 'copy.parquet'}'").output
@@ -387,8 +439,10 @@ def test_a_spec_as_toml_text_or_dict_is_the_same_grid_as_the_file():
 
 
 def test_import_attnlab_is_cheap_and_sweep_stays_callable():
-    code = ("import sys, attnlab; assert 'jax' not in sys.modules and 'duckdb' not in sys.modules; "
-            "import attnlab.sweep.store; assert callable(attnlab.sweep); print(sorted(attnlab.__all__))")  # fmt: skip
+    code = (
+        "import sys, attnlab; assert 'jax' not in sys.modules and 'duckdb' not in sys.modules; "
+        "import attnlab.sweep.store; assert callable(attnlab.sweep); print(sorted(attnlab.__all__))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "['load', 'query', 'reproduce', 'sweep', 'to_xarray']"

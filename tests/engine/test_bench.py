@@ -114,9 +114,13 @@ def _xla_flops(fn, *args):
 def test_flop_count_agrees_with_xla_cost_analysis(which):
     part, hp, count = {
         "jiang2024": (jmodel.PART, jmodel.Hparams(M=4, d=64, d_h=32, d_v=32), bench.flops_jiang2024),
-        "li2023": (lmodel.PART_VIT, lmodel.Hparams(L=12, d=24, m=16, m_a=8, m_b=8, init="gaussian"), bench.flops_li2023),
+        "li2023": (
+            lmodel.PART_VIT,
+            lmodel.Hparams(L=12, d=24, m=16, m_a=8, m_b=8, init="gaussian"),
+            bench.flops_li2023,
+        ),
         "wu2023": (wmodel.PART, wmodel.Hparams(d_s=8, d=16, d_m=32), bench.flops_wu2023),
-    }[which]  # fmt: skip
+    }[which]
     p = part.init(jax.random.PRNGKey(0), hp)
     tokens = hp.M if which == "jiang2024" else hp.L if which == "li2023" else hp.d_s
     X = jax.random.normal(jax.random.PRNGKey(1), (6, tokens, hp.d))
@@ -170,27 +174,57 @@ def test_report_from_synthetic_measurements():
     cells = cells[:4]
     stops = np.array([10, 20, 30, 40])
     attn = {
-        "whole_s": 10.0, "steady_s": 2.0, "whole_cpu_s": 15.0, "steady_cpu_s": 4.0,
+        "whole_s": 10.0,
+        "steady_s": 2.0,
+        "whole_cpu_s": 15.0,
+        "steady_cpu_s": 4.0,
         "aot": {"programs": 1, "lower_s": 0.5, "compile_s": 7.0, "strategy": "sequential"},
-        "chunks": 1, "chunk_sizes": [4], "strategy": "sequential", "test_loss": np.array([0.1, 0.3, 0.5, 0.05]),
-        "stop_step": stops, "status": np.array(["converged"] * 4), "seconds": np.full(4, 0.5),
+        "chunks": 1,
+        "chunk_sizes": [4],
+        "strategy": "sequential",
+        "test_loss": np.array([0.1, 0.3, 0.5, 0.05]),
+        "stop_step": stops,
+        "status": np.array(["converged"] * 4),
+        "seconds": np.full(4, 0.5),
         "outcome": np.array([0.1, 0.3, 0.5, 0.05]),
-        "N_pad": np.array([c["data.N"] for c in cells]), "cold_equals_warm": True, "peak_rss_mb": 500.0,
-        "chunk_ids": [[grid.cell_id(c) for c in cells[:2]], [grid.cell_id(c) for c in cells[2:]]], "chunk_s": [0.5, 1.5],
-    }  # fmt: skip
+        "N_pad": np.array([c["data.N"] for c in cells]),
+        "cold_equals_warm": True,
+        "peak_rss_mb": 500.0,
+        "chunk_ids": [[grid.cell_id(c) for c in cells[:2]], [grid.cell_id(c) for c in cells[2:]]],
+        "chunk_s": [0.5, 1.5],
+    }
     base = {
-        "torch_version": "x", "threads": 2, "gemm": {"best": 2e10}, "warmup_s": 1.0,
-        "test_loss": np.array([0.15, 0.06]), "outcome": np.array([0.15, 0.06]), "stop_step": np.array([20, 40]),
+        "torch_version": "x",
+        "threads": 2,
+        "gemm": {"best": 2e10},
+        "warmup_s": 1.0,
+        "test_loss": np.array([0.15, 0.06]),
+        "outcome": np.array([0.15, 0.06]),
+        "stop_step": np.array([20, 40]),
         "status": np.array(["converged"] * 2),
-        "seconds": np.array([3.0, 5.0]), "cpu_s": np.array([6.0, 10.0]), "peak_rss_mb": 900.0,
-    }  # fmt: skip
-    r = bench.build_report(suite="jiang2024", experiment=exp.id, scale="smoke", seed=0, grid_cells=8, cells=cells,
-                           attn=attn, base=base, base_idx=[1, 3], gemm={"n": 64, "best": 1e10, "median": 9e9},
-                           rss_start_mb=300.0)  # fmt: skip
+        "seconds": np.array([3.0, 5.0]),
+        "cpu_s": np.array([6.0, 10.0]),
+        "peak_rss_mb": 900.0,
+    }
+    r = bench.build_report(
+        suite="jiang2024",
+        experiment=exp.id,
+        scale="smoke",
+        seed=0,
+        grid_cells=8,
+        cells=cells,
+        attn=attn,
+        base=base,
+        base_idx=[1, 3],
+        gemm={"n": 64, "best": 1e10, "median": 9e9},
+        rss_start_mb=300.0,
+    )
     assert r["ratio"]["steady"] == pytest.approx(4.0 / 0.5)  # 4 s per baseline cell vs 2 s / 4 cells
     assert r["ratio"]["whole"] == pytest.approx(4.0 / 2.5)
     assert r["ratio"]["steady_cpu_time"] == pytest.approx(8.0 / 1.0)
-    assert r["ratio"]["steady_by_chunk"] == pytest.approx([3.0 / 0.25, 5.0 / 0.75], rel=1e-3)  # cell 1 in chunk 0, cell 3 in chunk 1
+    assert r["ratio"]["steady_by_chunk"] == pytest.approx(
+        [3.0 / 0.25, 5.0 / 0.75], rel=1e-3
+    )  # cell 1 in chunk 0, cell 3 in chunk 1
     assert r["baseline"]["extrapolated"] and "sub-subset of 2 of the 4" in r["notes"][0]
     assert r["agreement"]["cells"] == 2 and r["agreement"]["different_side"] == 1  # 0.3 vs 0.15
     assert r["agreement"]["mean_abs_diff"] == pytest.approx((0.15 + 0.01) / 2)
@@ -214,8 +248,9 @@ def test_report_from_synthetic_measurements():
 
 
 def test_attnlab_side_on_two_smoke_cells():
-    r = bench.run_suite("jiang2024", cells=2, baseline_cells=0, scale="smoke", progress=False,
-                        console=Console(quiet=True), gemm_n=128)  # fmt: skip
+    r = bench.run_suite(
+        "jiang2024", cells=2, baseline_cells=0, scale="smoke", progress=False, console=Console(quiet=True), gemm_n=128
+    )
     a = r["attnlab"]
     assert r["cells"] == 2 and r["baseline"] is None and r["ratio"] is None
     assert a["steady_s"] > 0 and a["whole_s"] > 0 and a["compile_s_aot"] > 0 and a["programs_compiled"] >= 1

@@ -9,8 +9,7 @@ from attnlab.experiments.jiang2024 import tiny_cell
 from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference, use_part
 
 # N·M = 4·N ≤ 32 < d = 40: the dual form applies; probes (jiang2024's) on a schedule, saved parameters
-BASE = dict(d=40, dtype="float64", loss_threshold=0.05, max_steps=50, log_every=5, probes="jiang2024",
-            save_params=True)  # fmt: skip
+BASE = dict(d=40, dtype="float64", loss_threshold=0.05, max_steps=50, log_every=5, probes="jiang2024", save_params=True)
 GRID = [dict(mu=2.0, N=2, lr=0.2), dict(mu=1.0, N=8, lr=0.1), dict(mu=3.0, N=4, lr=0.3, rep=1)]
 
 

@@ -2,7 +2,6 @@
 per-cell subsets, noise borders, signal and spurious patches, trained by the engine against the
 reference path. The loaders and image operations: tests/unit/test_datasets.py."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,7 +30,9 @@ def test_spec_validation_names_the_field():
         "data.crop: 30 exceeds the 28×28 images": dict(crop=30, patch=1),
         "data.N: 20000 exceeds the 11982 training images of classes 3,8 in mnist": dict(classes="3,8", N=20000),
         "data.N: 50 exceeds the pool of 40": dict(pool=40, N=50, n_test=10),
-        "data.n_test: 3000 exceeds the 2000 test images of classes 0,1 in cifar10": dict(dataset="cifar10", n_test=3000),
+        "data.n_test: 3000 exceeds the 2000 test images of classes 0,1 in cifar10": dict(
+            dataset="cifar10", n_test=3000
+        ),
         "data.classes: \\[12\\] not classes": dict(classes="1,12"),
         "two distinct classes": dict(classes="3"),
         "expected class numbers": dict(classes=3),
@@ -54,7 +55,10 @@ MNIST_CELLS = expand(MNIST_SPEC)
 
 def test_images_part_pool_is_built_once_and_matches_the_pipeline(mnist):
     comp, static, _ = bucket_of(MNIST_CELLS)
-    assert comp.data.input_shape({k[5:]: v for k, v in static.items() if k.startswith("data.")}) == {"tokens": 16, "d": 49}
+    assert comp.data.input_shape({k[5:]: v for k, v in static.items() if k.startswith("data.")}) == {
+        "tokens": 16,
+        "d": 49,
+    }
     sh = comp.shared(static)
     assert comp.shared(dict(static)) is sh  # cached per process on the static fields
     assert sh["X"].shape == (200, 16, 49) and sh["X_test"].shape == (20, 16, 49) and sh["X"].dtype == np.float32
@@ -103,12 +107,25 @@ def test_images_cifar_noise_border_in_the_engine(cifar):
     root, x, y, xt, yt = cifar
     counts = np.bincount(y, minlength=10)
     a, b = np.argsort(-counts * (np.bincount(yt, minlength=10) > 0), kind="stable")[:2]  # in both splits
-    cells = expand(ExperimentSpec(
-        data={"name": "images", "dataset": "cifar10", "cifar_dir": str(root), "classes": f"{a},{b}", "border": 4,
-              "patch": 8, "place": "random", "sigma": 0.5, "norm": "token", "N": 4, "n_test": 2},
-        model={"name": "li2023-vit", "m": 4},
-        train={"dtype": "float64", "lr": 0.5, "max_steps": 5},
-    ))  # fmt: skip
+    cells = expand(
+        ExperimentSpec(
+            data={
+                "name": "images",
+                "dataset": "cifar10",
+                "cifar_dir": str(root),
+                "classes": f"{a},{b}",
+                "border": 4,
+                "patch": 8,
+                "place": "random",
+                "sigma": 0.5,
+                "norm": "token",
+                "N": 4,
+                "n_test": 2,
+            },
+            model={"name": "li2023-vit", "m": 4},
+            train={"dtype": "float64", "lr": 0.5, "max_steps": 5},
+        )
+    )
     comp, static, _ = bucket_of(cells)
     sh = comp.shared(static)
     assert sh["X"].shape == (counts[a] + counts[b], 25, 192)
@@ -124,11 +141,21 @@ def test_images_signal_scales_the_image_pixels_only_and_is_batched():
     """``data.signal`` multiplies the image's own entries (:func:`images.image_mask`), not the noise canvas,
     in the training and the test samples; cells that differ only in it share one bucket."""
     spec = ExperimentSpec(
-        data={"name": "images", "classes": "3,8", "crop": 20, "border": 4, "sigma": 0.5, "patch": 7, "pool": 40,
-              "N": 6, "n_test": 4, "signal": [1.0, 2.5]},
+        data={
+            "name": "images",
+            "classes": "3,8",
+            "crop": 20,
+            "border": 4,
+            "sigma": 0.5,
+            "patch": 7,
+            "pool": 40,
+            "N": 6,
+            "n_test": 4,
+            "signal": [1.0, 2.5],
+        },
         model={"name": "jiang2024", "d_h": 4, "d_v": 4},
         train={"dtype": "float64", "max_steps": 2},
-    )  # fmt: skip
+    )
     cells = expand(spec)
     assert [c["data.signal"] for c in cells] == [1.0, 2.5]
     comp, static, _ = bucket_of(cells)  # one bucket: signal is a per-cell input
@@ -155,12 +182,23 @@ def test_images_signal_scales_the_image_pixels_only_and_is_batched():
 # ---------------------------------------------------------------- spurious patches (li2023-fig5)
 
 SPUR_SPEC = ExperimentSpec(
-    data={"name": "images", "classes": "3,8", "patch": 7, "pool": 200, "N": [6, 10], "n_test": 200,
-          "spurious": "fashion_mnist", "spurious_classes": "1,8", "spurious_pool": 30,
-          "alpha_star": [0.5625, 0.75, 1.0], "sparsify": [False, True], "sparsify_test": [False, True]},
+    data={
+        "name": "images",
+        "classes": "3,8",
+        "patch": 7,
+        "pool": 200,
+        "N": [6, 10],
+        "n_test": 200,
+        "spurious": "fashion_mnist",
+        "spurious_classes": "1,8",
+        "spurious_pool": 30,
+        "alpha_star": [0.5625, 0.75, 1.0],
+        "sparsify": [False, True],
+        "sparsify_test": [False, True],
+    },
     model={"name": "li2023-vit", "m": 4, "init": "gaussian", "m_a": 3, "m_b": 3},
     train={"dtype": "float64", "lr": 0.5, "max_steps": 4},
-)  # fmt: skip
+)
 SPUR_CELLS = expand(SPUR_SPEC)
 
 
@@ -258,8 +296,10 @@ def test_bad_spurious_fields_are_clear_errors():
     for bad in (0.0, -0.5, 1.5):
         with pytest.raises(ValueError, match="alpha_star"):
             I.Spec(**ok, alpha_star=bad)
-    spec = ExperimentSpec(data={"name": "images", "patch": 7, "alpha_star": [0.5, 0.55], "spurious": "fashion_mnist"},
-                          model={"name": "vit"})  # fmt: skip
+    spec = ExperimentSpec(
+        data={"name": "images", "patch": 7, "alpha_star": [0.5, 0.55], "spurious": "fashion_mnist"},
+        model={"name": "vit"},
+    )
     with pytest.raises(AttnlabError, match="invalid spec: data: data.alpha_star: α_\\*·M = 0.55·16"):
         expand(spec)
 
@@ -279,13 +319,25 @@ def test_cifar_base_with_fashion_spurious_patches(cifar):
     root, x, y, xt, yt = cifar
     counts = np.bincount(y, minlength=10)
     a, b = np.argsort(-counts * (np.bincount(yt, minlength=10) > 0), kind="stable")[:2]
-    cells = expand(ExperimentSpec(
-        data={"name": "images", "dataset": "cifar10", "cifar_dir": str(root), "classes": f"{a},{b}", "patch": 8,
-              "N": 4, "n_test": 2, "spurious": "fashion_mnist", "spurious_classes": "1,8", "spurious_pool": 5,
-              "alpha_star": 0.5625},
-        model={"name": "li2023-vit", "m": 4},
-        train={"dtype": "float64", "lr": 0.5, "max_steps": 3},
-    ))  # fmt: skip
+    cells = expand(
+        ExperimentSpec(
+            data={
+                "name": "images",
+                "dataset": "cifar10",
+                "cifar_dir": str(root),
+                "classes": f"{a},{b}",
+                "patch": 8,
+                "N": 4,
+                "n_test": 2,
+                "spurious": "fashion_mnist",
+                "spurious_classes": "1,8",
+                "spurious_pool": 5,
+                "alpha_star": 0.5625,
+            },
+            model={"name": "li2023-vit", "m": 4},
+            train={"dtype": "float64", "lr": 0.5, "max_steps": 3},
+        )
+    )
     d, sh = _spur_data(cells, 0, pads=4)
     assert sh["S_a"].shape == (5, 16, 192) and d["X"]["tokens"].shape == (4, 16, 192)
     assert (d["X"]["spurious"].sum(1) == 7).all()

@@ -55,8 +55,7 @@ def test_recipe_fills_and_checks_the_digest(stored, tmp_path):
     _, path, digest = stored
     r = P.Recipe(init_from=path)
     assert r.init_sha256 == digest and r.model_dump()["init_sha256"] == digest
-    spec = ExperimentSpec(data={"name": "jiang2024", "N": 6}, model={"name": "jiang2024"},
-                          train={"init_from": path})  # fmt: skip
+    spec = ExperimentSpec(data={"name": "jiang2024", "N": 6}, model={"name": "jiang2024"}, train={"init_from": path})
     cell = expand(spec)[0]
     assert cell["train.init_from"] == path and cell["train.init_sha256"] == digest
     assert grid.cell_id(cell) != grid.cell_id(expand(spec.model_copy(update={"train": {}}))[0])
@@ -83,8 +82,11 @@ def test_a_file_that_does_not_fit_the_model_is_named(stored, tmp_path):
     wpath, wdigest = P.write_params(wrong, tmp_path)
     cell |= {"train.init_from": wpath, "train.init_sha256": wdigest}
     comp, static, _ = bucket_of([cell])
-    with pytest.raises(AttnlabError, match=r"does not fit model 'jiang2024'.*missing: W_V; not the model's: extra; "
-                                           r"shapes differ: W_K \(3, 3\)"):  # fmt: skip
+    with pytest.raises(
+        AttnlabError,
+        match=r"does not fit model 'jiang2024'.*missing: W_V; not the model's: extra; "
+        r"shapes differ: W_K \(3, 3\)",
+    ):
         comp.check(static)
 
 

@@ -20,9 +20,14 @@ def small_models():
     X2 = jax.random.normal(jax.random.PRNGKey(2), (3, 4, 5), jnp.float64)
     return [
         ("wu2023", lambda p, x: wu2023.apply(p, x, hw), wu2023.init(jax.random.PRNGKey(0), hw, jnp.float64), X1, X2),
-        ("jiang2024", lambda p, x: jiang2024.apply(p, x, hj), jiang2024.init(jax.random.PRNGKey(0), hj, jnp.float64),
-         X1, X2),
-    ]  # fmt: skip
+        (
+            "jiang2024",
+            lambda p, x: jiang2024.apply(p, x, hj),
+            jiang2024.init(jax.random.PRNGKey(0), hj, jnp.float64),
+            X1,
+            X2,
+        ),
+    ]
 
 
 def jacobian_kernel(apply, params, X1, X2, names=None):
@@ -202,8 +207,10 @@ def test_limit_does_not_hold_under_tau0_sqrt():
 def _vector_model():
     """A two-layer net with a (2, 3) output per sample and nested (flax-style) parameters."""
     k = jax.random.split(jax.random.PRNGKey(0), 4)
-    params = {"layer": {"kernel": jax.random.normal(k[0], (5, 7)), "bias": jax.random.normal(k[1], (7,))},
-              "head": {"kernel": jax.random.normal(k[2], (7, 6)) / 3}}  # fmt: skip
+    params = {
+        "layer": {"kernel": jax.random.normal(k[0], (5, 7)), "bias": jax.random.normal(k[1], (7,))},
+        "head": {"kernel": jax.random.normal(k[2], (7, 6)) / 3},
+    }
 
     def f(p, x):  # x: (n, 5) -> (n, 2, 3)
         h = jnp.tanh(x @ p["layer"]["kernel"] + p["layer"]["bias"])
@@ -216,9 +223,14 @@ def _vector_model():
 
 def _direct(f, params, x1, x2, only=None):
     """Θ[i, j, a, b, c, e] = Σ_θ ∂f(x1)_{i,a,b}/∂θ ∂f(x2)_{j,c,e}/∂θ from whole-batch Jacobians."""
-    flat = lambda J, n: jnp.concatenate([v.reshape(n, 2, 3, -1) for path, v in
-                                         jax.tree_util.tree_flatten_with_path(J)[0]
-                                         if only is None or ntk._path(path).startswith(only)], -1)  # fmt: skip
+    flat = lambda J, n: jnp.concatenate(
+        [
+            v.reshape(n, 2, 3, -1)
+            for path, v in jax.tree_util.tree_flatten_with_path(J)[0]
+            if only is None or ntk._path(path).startswith(only)
+        ],
+        -1,
+    )
     J1 = flat(jax.jacobian(lambda p: f(p, x1))(params), x1.shape[0])
     J2 = flat(jax.jacobian(lambda p: f(p, x2))(params), x2.shape[0])
     return jnp.einsum("iabp,jcep->ijabce", J1, J2)

@@ -219,8 +219,20 @@ def test_store_resume_skips_done_cells_and_gives_the_same_table(tmp_path):
     ids = [grid.cell_id(c) for c in cells]
     first = store.assemble(ids)
     assert first.num_rows == len(cells) and first.column("id").to_pylist() == ids
-    assert {"id", "data.N", "data.mu", "train.lr", "rep", "train_loss", "test_loss", "stop_step", "status",
-            "trace_step", "trace_train_loss", "git_sha"} <= set(first.column_names)  # fmt: skip
+    assert {
+        "id",
+        "data.N",
+        "data.mu",
+        "train.lr",
+        "rep",
+        "train_loss",
+        "test_loss",
+        "stop_step",
+        "status",
+        "trace_step",
+        "trace_train_loss",
+        "git_sha",
+    } <= set(first.column_names)
     assert run_cells(cells, store, progress=False) == 0
     again = store.assemble(ids)
     assert again.equals(first)

@@ -51,8 +51,10 @@ def test_vectorised_equals_reference(strategy):
     statuses = set(out["metrics"]["status"].tolist())
     assert CONVERGED in statuses and CAP in statuses, "the bucket should exercise both stop rules"
     assert len(set(out["metrics"]["stop_step"].tolist())) >= 3, "cells should stop at different steps"
-    assert out["traces"]["train_loss"].shape == (len(CELLS), len(bucket_of(CELLS)[0].train_config(
-        bucket_of(CELLS)[1]).log_steps))  # fmt: skip
+    assert out["traces"]["train_loss"].shape == (
+        len(CELLS),
+        len(bucket_of(CELLS)[0].train_config(bucket_of(CELLS)[1]).log_steps),
+    )
     for i, c in enumerate(CELLS):
         assert_same(cell_of(out, i), run_reference(c))
 
@@ -125,10 +127,12 @@ def test_cap_status_and_no_early_stop():
 @pytest.mark.parametrize("opt", ["momentum", "adam"])
 def test_optimisers_match_reference(strategy, opt):
     # the cells stop at different steps (the vmap batch compacts to the straggler)
-    cells = [tiny_cell(dtype="float64", optimizer=opt, mu=8.0, lr=0.05, max_steps=25, loss_threshold=0.2,
-                       log_every=5),
-             tiny_cell(dtype="float64", optimizer=opt, mu=1.0, lr=0.01, max_steps=25, loss_threshold=0.2,
-                       log_every=5, rep=3)]  # fmt: skip
+    cells = [
+        tiny_cell(dtype="float64", optimizer=opt, mu=8.0, lr=0.05, max_steps=25, loss_threshold=0.2, log_every=5),
+        tiny_cell(
+            dtype="float64", optimizer=opt, mu=1.0, lr=0.01, max_steps=25, loss_threshold=0.2, log_every=5, rep=3
+        ),
+    ]
     out = run_bucket(cells, **KWS[strategy])
     assert out["metrics"]["stop_step"][0] < out["metrics"]["stop_step"][1]
     for i, c in enumerate(cells):
@@ -366,7 +370,9 @@ def test_compiled_programs_are_kept_for_the_most_recent_buckets_only(monkeypatch
 
     def run(name):
         with x64(CELLS[0]):
-            train_bucket(comp.problem(static, PADS), comp.train_config(static), v, cache_key=name, strategy="sequential")
+            train_bucket(
+                comp.problem(static, PADS), comp.train_config(static), v, cache_key=name, strategy="sequential"
+            )
         return T._PROGRAMS[("_programs", name, comp.train_config(static))]
 
     first = weakref.ref(run("a"))
@@ -411,8 +417,9 @@ def test_the_sum_reduction_is_the_mean_with_the_step_times_n(fast, batch):
     from the same draws; recorded losses are means either way. The vectorised path agrees with
     the reference, and the default leaves a cell's id alone."""
     n = batch or 6
-    base = tiny_cell(dtype="float64", loss="squared", mu=8.0, lr=0.01, max_steps=15, loss_threshold=0.0, fast=fast,
-                     batch_size=batch)  # fmt: skip
+    base = tiny_cell(
+        dtype="float64", loss="squared", mu=8.0, lr=0.01, max_steps=15, loss_threshold=0.0, fast=fast, batch_size=batch
+    )
     summed = base | {"train.reduction": "sum"}
 
     def reference(cell, lr):  # the base cell's draws (its key), the cell's recipe

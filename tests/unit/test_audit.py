@@ -20,8 +20,9 @@ class Toy:
 
     def __init__(self, rule, simulate, h1, h0, reps=12):
         self.rule, self.reps = rule, reps
-        self.audit = Design(simulate=simulate, claims=(ClaimAudit("c", h1, h0),), noise={"sd": 1.0},
-                            noise_source="declared")  # fmt: skip
+        self.audit = Design(
+            simulate=simulate, claims=(ClaimAudit("c", h1, h0),), noise={"sd": 1.0}, noise_source="declared"
+        )
 
     def cells(self, spec):
         return [{"rep": r} for r in range(self.reps)]
@@ -56,8 +57,12 @@ def test_a_rule_that_cannot_fail_is_flagged():
     """'error > 0' on errors that are positive under either hypothesis passes under H0 too."""
     cannot_fail = lambda x: rules.Verdict(rules.PASS if np.all(x > 0) else rules.FAIL, {}, "every error > 0")
     sim = lambda world, noise, spec, cells, rng: {"x": world["scale"] * rng.random(len(cells)) + 1e-9}
-    exp = Toy(cannot_fail, sim, Hypothesis("errors ~ 0.3", "s", {"scale": 0.3}),
-              Hypothesis("errors ~ 0", "s", {"scale": 1e-3}))  # fmt: skip
+    exp = Toy(
+        cannot_fail,
+        sim,
+        Hypothesis("errors ~ 0.3", "s", {"scale": 0.3}),
+        Hypothesis("errors ~ 0", "s", {"scale": 1e-3}),
+    )
     row = run(exp)
     assert row["false_pass"]["rate"] == 1.0 and row["flagged"] and "false pass" in row["reason"]
 
@@ -66,8 +71,22 @@ def test_a_sound_rule_is_not_flagged():
     row = run(Toy(SIGN, gain_at(10), H1, H0))
     assert row["power"]["rate"] == 1.0 and row["false_pass"]["rate"] == 0.0 and row["false_fail"]["rate"] == 0.0
     assert not row["flagged"], row["reason"]
-    assert {"id", "regime", "h1", "h1_source", "h0", "h0_source", "power", "false_pass", "false_fail",
-            "inconclusive_h1", "inconclusive_h0", "flagged", "descriptive", "reason"} <= set(row)  # fmt: skip
+    assert {
+        "id",
+        "regime",
+        "h1",
+        "h1_source",
+        "h0",
+        "h0_source",
+        "power",
+        "false_pass",
+        "false_fail",
+        "inconclusive_h1",
+        "inconclusive_h0",
+        "flagged",
+        "descriptive",
+        "reason",
+    } <= set(row)
 
 
 def test_a_rule_judged_past_the_last_noisy_token_is_flagged():
@@ -106,8 +125,9 @@ def test_the_phase_simulator_draws_the_experiments_design():
     exp = get("jiang2024-fig1")
     spec = exp.spec("cpu", ["seeds=2", "reps=3"])
     cells = exp.cells(spec)
-    cols = exp.audit.simulate(dict(exp.audit.claims[0].h1.world), exp.audit.noise, spec, cells,
-                              np.random.default_rng(0))  # fmt: skip
+    cols = exp.audit.simulate(
+        dict(exp.audit.claims[0].h1.world), exp.audit.noise, spec, cells, np.random.default_rng(0)
+    )
     for k in ("data.N", "data.mu", "block", "rep"):
         assert cols[k].tolist() == [c[k] for c in cells], k
     assert len(cells) == 16 * 10 * 3 * 2 and set(cols["block"].tolist()) == {0, 1}

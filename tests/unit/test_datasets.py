@@ -38,10 +38,16 @@ def test_mnist_shapes_labels_and_checksums(mnist):
     assert mnist.y_train[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]  # the standard order
     assert mnist.y_test[:10].tolist() == [7, 2, 1, 0, 4, 1, 4, 9, 5, 9]
     assert mnist.x_train.max() == 255 and mnist.x_train.min() == 0 and int(mnist.x_train[0].sum()) == 27525
-    assert I.file_sha256(I.mnist_file()) == I.MNIST_PKL_SHA256 == (
-        "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416")  # fmt: skip
-    assert I.array_sha256(mnist.x_train, mnist.y_train, mnist.x_test, mnist.y_test) == I.MNIST_ARRAYS_SHA256 == (
-        "c9c899568825c0192b158204e056115690ebe9e01a8a467321a8e34a416b7a26")  # fmt: skip
+    assert (
+        I.file_sha256(I.mnist_file())
+        == I.MNIST_PKL_SHA256
+        == ("f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416")
+    )
+    assert (
+        I.array_sha256(mnist.x_train, mnist.y_train, mnist.x_test, mnist.y_test)
+        == I.MNIST_ARRAYS_SHA256
+        == ("c9c899568825c0192b158204e056115690ebe9e01a8a467321a8e34a416b7a26")
+    )
     assert not mnist.x_train.flags.writeable  # arrays cached in the process are read-only
 
 
@@ -174,7 +180,9 @@ def test_restricted_unpickler_refuses_code(tmp_path, cifar):
     # a pickle that needs any class other than numpy's array types is refused too, and so is a
     # codec other than latin-1
     with pytest.raises(pickle.UnpicklingError, match="encoding 'rot13'"):
-        I.RestrictedUnpickler(io.BytesIO(b"\x80\x02c_codecs\nencode\nX\x01\x00\x00\x00aX\x05\x00\x00\x00rot13\x86R.")).load()
+        I.RestrictedUnpickler(
+            io.BytesIO(b"\x80\x02c_codecs\nencode\nX\x01\x00\x00\x00aX\x05\x00\x00\x00rot13\x86R.")
+        ).load()
     with pytest.raises(pickle.UnpicklingError):
         I.RestrictedUnpickler(io.BytesIO(pickle.dumps(grid.buckets))).load()
     # and numpy's own pickles load, under every protocol (5: through numeric._frombuffer)

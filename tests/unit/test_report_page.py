@@ -19,14 +19,35 @@ from attnlab.rules import Verdict
 @pytest.mark.parametrize(
     "x, text",
     [
-        (0.15811388300839305, "0.158"), (0.987420882906321, "0.987"), (93.505643245093, "93.5"),
-        (-93.505643245093, "-93.5"), (3.276692203862466e-32, "3.28e-32"), (-4.36e-32, "-4.36e-32"),
-        (1.0, "1"), (0.5, "0.5"), (1000.0, "1000"), (1234.56, "1235"), (999999.0, "999999"), (1.5e6, "1.5e6"),
-        (2.0e-3, "0.002"), (0.0001234, "1.23e-4"), (0.0, "0"), (-0.0, "0"), (-0.0004, "-4e-4"), (9.996, "10"),
-        (2, "2"), (123456789, "123456789"), (np.int64(7), "7"), (np.float32(0.25), "0.25"), (True, "yes"),
-        (None, "—"), (float("nan"), "NaN"), (float("inf"), "∞"), (-math.inf, "-∞"),
+        (0.15811388300839305, "0.158"),
+        (0.987420882906321, "0.987"),
+        (93.505643245093, "93.5"),
+        (-93.505643245093, "-93.5"),
+        (3.276692203862466e-32, "3.28e-32"),
+        (-4.36e-32, "-4.36e-32"),
+        (1.0, "1"),
+        (0.5, "0.5"),
+        (1000.0, "1000"),
+        (1234.56, "1235"),
+        (999999.0, "999999"),
+        (1.5e6, "1.5e6"),
+        (2.0e-3, "0.002"),
+        (0.0001234, "1.23e-4"),
+        (0.0, "0"),
+        (-0.0, "0"),
+        (-0.0004, "-4e-4"),
+        (9.996, "10"),
+        (2, "2"),
+        (123456789, "123456789"),
+        (np.int64(7), "7"),
+        (np.float32(0.25), "0.25"),
+        (True, "yes"),
+        (None, "—"),
+        (float("nan"), "NaN"),
+        (float("inf"), "∞"),
+        (-math.inf, "-∞"),
     ],
-)  # fmt: skip
+)
 def test_fmt_number(x, text):
     assert report.fmt_number(x) == text
 
@@ -71,8 +92,10 @@ def test_fmt_duration():
 
 def test_command_line_is_shell_quoted():
     cmd = report.command_line("jiang2024-fig1", "cpu", ["N=2,4", "mu=5"], config="my grid.toml", out="runs/it's")
-    assert cmd == ("attnlab reproduce jiang2024-fig1 --scale cpu --config 'my grid.toml' --set N=2,4 --set mu=5 "
-                   "--out 'runs/it'\"'\"'s'")  # fmt: skip
+    assert cmd == (
+        "attnlab reproduce jiang2024-fig1 --scale cpu --config 'my grid.toml' --set N=2,4 --set mu=5 "
+        "--out 'runs/it'\"'\"'s'"
+    )
 
 
 # ---------------------------------------------------------------- the page
@@ -81,30 +104,53 @@ def test_command_line_is_shell_quoted():
 def test_zero_claims_and_extra_tables(tmp_path):
     """A run without claims (a user sweep) still gets a readable page, with its results table."""
     exp, spec = get("jiang2024-fig1"), get("jiang2024-fig1").spec("smoke")
-    verdict = {"experiment": exp.id, "scale": "smoke", "cells": 2, "runtime_s": 1.5, "provenance": {}, "claims": [],
-               "store_warnings": ["damaged part <p1> moved aside"]}  # fmt: skip
+    verdict = {
+        "experiment": exp.id,
+        "scale": "smoke",
+        "cells": 2,
+        "runtime_s": 1.5,
+        "provenance": {},
+        "claims": [],
+        "store_warnings": ["damaged part <p1> moved aside"],
+    }
     rows = [[2, 0.123456, "converged"], [4, None, "<b>cap</b>"]]
-    path = report.write(tmp_path / "report.html", exp, spec, verdict, Analysis(claims=[]), [], [],
-                        tables=[("Results", ["data.N", "test_loss", "status"], rows)])  # fmt: skip
+    path = report.write(
+        tmp_path / "report.html",
+        exp,
+        spec,
+        verdict,
+        Analysis(claims=[]),
+        [],
+        [],
+        tables=[("Results", ["data.N", "test_loss", "status"], rows)],
+    )
     html = path.read_text()
     assert "states no claims" in html and 'id="claims-table"' not in html
-    assert "<h2 id=\"table-1\">Results</h2>" in html and "<th>test_loss</th>" in html
+    assert '<h2 id="table-1">Results</h2>' in html and "<th>test_loss</th>" in html
     assert ">0.123<" in html and "&lt;b&gt;cap&lt;/b&gt;" in html and "<b>cap</b>" not in html
     assert "No figures." in html and "attnlab reproduce jiang2024-fig1 --scale smoke" in html
     assert "damaged part &lt;p1&gt; moved aside" in html
 
     # an analysis's own tables are shown without passing them
-    path = report.write(tmp_path / "r2.html", exp, spec, verdict, Analysis(claims=[], tables=[("T", ["a"], [])]),
-                        [], [])  # fmt: skip
-    assert "<h2 id=\"table-1\">T</h2>" in path.read_text() and "no rows" in path.read_text()
+    path = report.write(
+        tmp_path / "r2.html", exp, spec, verdict, Analysis(claims=[], tables=[("T", ["a"], [])]), [], []
+    )
+    assert '<h2 id="table-1">T</h2>' in path.read_text() and "no rows" in path.read_text()
 
 
 def test_claims_are_escaped_and_badged(tmp_path):
     exp, spec = get("jiang2024-fig1"), get("jiang2024-fig1").spec("smoke")
-    claims = [Claim.of("c1", "x < <script>alert(1)</script>", Verdict("pass", {"slope": -2.01234}, "rule <2")),
-              Claim("c2", "s", None, "r", "inconclusive", "too few cells")]  # fmt: skip
-    verdict = {"experiment": exp.id, "scale": "smoke", "cells": 1, "runtime_s": 0.1,
-               "claims": [c.to_json() for c in claims]}  # fmt: skip
+    claims = [
+        Claim.of("c1", "x < <script>alert(1)</script>", Verdict("pass", {"slope": -2.01234}, "rule <2")),
+        Claim("c2", "s", None, "r", "inconclusive", "too few cells"),
+    ]
+    verdict = {
+        "experiment": exp.id,
+        "scale": "smoke",
+        "cells": 1,
+        "runtime_s": 0.1,
+        "claims": [c.to_json() for c in claims],
+    }
     html = report.write(tmp_path / "r.html", exp, spec, verdict, Analysis(claims=claims), [], ["N=2"]).read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html and "rule &lt;2" in html
     assert '<span class="badge pass">pass</span>' in html
@@ -117,9 +163,11 @@ def test_descriptive_claims_are_listed_apart_and_not_counted(tmp_path):
     """A descriptive measurement has no verdict: ``pass`` is None in verdict.json, and the page
     and the index count only the claims with a verdict; every claim shows its regime."""
     exp, spec = get("jiang2024-fig1"), get("jiang2024-fig1").spec("smoke")
-    claims = [Claim.of("c1", "s1", Verdict("pass", {"x": 1.0}, "r1"), regime="protocol"),
-              Claim.of("c2", "s2", Verdict("fail", {"x": 2.0}, "r2"), regime="theorem"),
-              Claim.of("c3", "s3", Verdict("descriptive", {"x": 3.0}, "measured only"), regime="investigation")]
+    claims = [
+        Claim.of("c1", "s1", Verdict("pass", {"x": 1.0}, "r1"), regime="protocol"),
+        Claim.of("c2", "s2", Verdict("fail", {"x": 2.0}, "r2"), regime="theorem"),
+        Claim.of("c3", "s3", Verdict("descriptive", {"x": 3.0}, "measured only"), regime="investigation"),
+    ]
     js = [c.to_json() for c in claims]
     assert [c["pass"] for c in js] == [True, False, None]
     assert [c["regime"] for c in js] == ["protocol", "theorem", "investigation"]
@@ -140,8 +188,12 @@ def test_every_claim_of_a_run_gets_a_regime(tmp_path):
 
     class Exp(type(exp)):
         def analyse(self, cols, spec):
-            return Analysis(claims=[Claim.of("a", "s", Verdict("pass", {}, "r")),
-                                    Claim.of("b", "s", Verdict("pass", {}, "r"), regime="theorem")])  # fmt: skip
+            return Analysis(
+                claims=[
+                    Claim.of("a", "s", Verdict("pass", {}, "r")),
+                    Claim.of("b", "s", Verdict("pass", {}, "r"), regime="theorem"),
+                ]
+            )
 
         def figures(self, cols, spec, analysis, out):
             return []

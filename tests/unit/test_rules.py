@@ -96,5 +96,9 @@ def test_no_effect_is_an_equivalence_band():
 
 def test_likelihood_ratio_decides_only_on_strong_evidence():
     lr = lambda x: rules.likelihood_ratio(x, "exponential", "power law").outcome
-    assert (lr(5.0), lr(-5.0), lr(1.0), lr(float("nan"))) == (rules.PASS, rules.FAIL, rules.INCONCLUSIVE,
-                                                              rules.INCONCLUSIVE)  # fmt: skip
+    assert (lr(5.0), lr(-5.0), lr(1.0), lr(float("nan"))) == (
+        rules.PASS,
+        rules.FAIL,
+        rules.INCONCLUSIVE,
+        rules.INCONCLUSIVE,
+    )

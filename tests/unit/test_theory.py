@@ -155,8 +155,9 @@ def test_batched_bootstrap_equals_the_loop_of_single_fits(sharpness):
         return -b[1] / b[2] if abs(b[2]) > 1e-12 else np.nan
 
     for n_boot, seed in ((200, 3), (0, 0)):
-        np.testing.assert_allclose(bootstrap_fit(Z, s, value, n_boot, seed), bootstrap(stat, n, n_boot, seed),
-                                   rtol=1e-9, atol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(
+            bootstrap_fit(Z, s, value, n_boot, seed), bootstrap(stat, n, n_boot, seed), rtol=1e-9, atol=1e-12
+        )
 
 
 def _thresholds_on_grid(x, y, grid):
@@ -204,11 +205,14 @@ def test_censored_line_exact_thresholds_match_least_squares_and_unbounded_sides_
         theory.censored_line(x, hi, lo, sigma_min=0.1)
 
 
-@pytest.mark.parametrize("curve, favoured", [
-    (lambda t: 0.98**t, "exponential"),
-    (lambda t: 1 / (1 + t / 10), "power"),
-    (lambda t: (t + 1) ** -0.5, "power"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "curve, favoured",
+    [
+        (lambda t: 0.98**t, "exponential"),
+        (lambda t: 1 / (1 + t / 10), "power"),
+        (lambda t: (t + 1) ** -0.5, "power"),
+    ],
+)
 def test_rate_forms_tell_linear_convergence_from_a_power_law(curve, favoured):
     t = np.arange(0, 400, 5.0)
     noisy = curve(t) * np.exp(0.01 * np.random.default_rng(0).standard_normal(len(t)))

@@ -120,9 +120,11 @@ MNIST_PKL_SHA256 = "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e
 MNIST_ARRAYS_SHA256 = "c9c899568825c0192b158204e056115690ebe9e01a8a467321a8e34a416b7a26"
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_FILES = {
-    "x_train": "train-images-idx3-ubyte.gz", "y_train": "train-labels-idx1-ubyte.gz",
-    "x_test": "t10k-images-idx3-ubyte.gz", "y_test": "t10k-labels-idx1-ubyte.gz",
-}  # fmt: skip
+    "x_train": "train-images-idx3-ubyte.gz",
+    "y_train": "train-labels-idx1-ubyte.gz",
+    "x_test": "t10k-images-idx3-ubyte.gz",
+    "y_test": "t10k-labels-idx1-ubyte.gz",
+}
 CIFAR_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch")
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
 
@@ -155,13 +157,28 @@ class Info:
 
 
 INFO = {
-    "mnist": Info(28, 0, (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
-                  (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009), tuple("0123456789")),
-    "fashion_mnist": Info(28, 0, (6000,) * 10, (1000,) * 10, (
-        "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")),
-    "cifar10": Info(32, 3, (5000,) * 10, (1000,) * 10, (
-        "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")),
-}  # fmt: skip
+    "mnist": Info(
+        28,
+        0,
+        (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
+        (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009),
+        tuple("0123456789"),
+    ),
+    "fashion_mnist": Info(
+        28,
+        0,
+        (6000,) * 10,
+        (1000,) * 10,
+        ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
+    ),
+    "cifar10": Info(
+        32,
+        3,
+        (5000,) * 10,
+        (1000,) * 10,
+        ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"),
+    ),
+}
 DATASETS = tuple(INFO)
 
 
@@ -246,10 +263,12 @@ class RestrictedUnpickler(pickle.Unpickler):
         ("numpy", "ndarray"): lambda: np.ndarray,
         ("numpy", "dtype"): lambda: np.dtype,
         ("_codecs", "encode"): lambda: _latin1_encode,
-        **{(f"numpy.{core}.{m}", n): functools.partial(_np_global, m, n)
-           for core in ("core", "_core")
-           for m, n in (("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer"))},
-    }  # fmt: skip
+        **{
+            (f"numpy.{core}.{m}", n): functools.partial(_np_global, m, n)
+            for core in ("core", "_core")
+            for m, n in (("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer"))
+        },
+    }
 
     def find_class(self, module, name):
         get = self.ALLOWED.get((module, name))
@@ -262,8 +281,17 @@ def restricted_load(f, what: str, encoding: str = "bytes"):
     """Unpickle ``f`` restricted to numpy arrays; any failure is an AttnlabError naming ``what``."""
     try:
         return RestrictedUnpickler(f, encoding=encoding).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            OSError, MemoryError) as e:  # fmt: skip
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        OSError,
+        MemoryError,
+    ) as e:
         raise AttnlabError(f"{what}: cannot unpickle safely: {e}") from None
 
 
@@ -381,7 +409,7 @@ def read_idx(path: str | Path) -> np.ndarray:
     """An IDX file (gzip-compressed if its name ends in .gz)."""
     path = Path(path)
     try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
             raw = f.read()
     except (OSError, EOFError) as e:
         raise AttnlabError(f"{path}: cannot read ({e})") from None
@@ -403,8 +431,11 @@ def load_fashion_mnist(path: str | Path | None = None) -> ImageData:
         if a[k].ndim != 1 or a[k].dtype != np.uint8:
             raise AttnlabError(f"{root / FASHION_FILES[k]}: expected 1-dim uint8 labels, got {a[k].dtype} {a[k].shape}")
         a[k] = a[k].astype(np.int64)
-    return _check(ImageData("fashion_mnist", a["x_train"], a["y_train"], a["x_test"], a["y_test"],
-                            INFO["fashion_mnist"].class_names))  # fmt: skip
+    return _check(
+        ImageData(
+            "fashion_mnist", a["x_train"], a["y_train"], a["x_test"], a["y_test"], INFO["fashion_mnist"].class_names
+        )
+    )
 
 
 # ---------------------------------------------------------------- CIFAR-10 (cifar-10-batches-py)
@@ -417,7 +448,9 @@ def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise AttnlabError(f"{path}: expected a pickled dict with b'data' and b'labels'")
     x, y = np.asarray(d[b"data"]), np.asarray(d[b"labels"])
     if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072 or y.shape != (x.shape[0],):
-        raise AttnlabError(f"{path}: b'data' is {x.dtype} {x.shape}, b'labels' {y.shape}; expected uint8 (n, 3072), (n,)")
+        raise AttnlabError(
+            f"{path}: b'data' is {x.dtype} {x.shape}, b'labels' {y.shape}; expected uint8 (n, 3072), (n,)"
+        )
     if y.dtype.kind not in "iu":
         raise AttnlabError(f"{path}: b'labels' are {y.dtype}, expected integers")
     # rows are channel-major: 1024 red, 1024 green, 1024 blue values, each 32×32 row-major
@@ -442,8 +475,11 @@ def load_cifar10(path: str | Path | None) -> ImageData:
         if isinstance(meta, dict) and len(meta.get(b"label_names", ())) == 10:
             names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in meta[b"label_names"])
     x_train = np.ascontiguousarray(np.concatenate([x for x, _ in train]))
-    return _check(ImageData("cifar10", x_train, np.concatenate([y for _, y in train]),
-                            np.ascontiguousarray(x_test), y_test, names))  # fmt: skip
+    return _check(
+        ImageData(
+            "cifar10", x_train, np.concatenate([y for _, y in train]), np.ascontiguousarray(x_test), y_test, names
+        )
+    )
 
 
 def load(dataset: str, path: str | Path | None = None) -> ImageData:
@@ -578,9 +614,16 @@ def unit_tokens(tokens, eps: float = 1e-12) -> np.ndarray:
     return np.where(n > eps, t / np.maximum(n, eps), t).astype(np.float32)
 
 
-def noise_canvas(x, size: int | tuple[int, int], sigma: float, rng: np.random.Generator, *,
-                 place: Literal["center", "random"] = "center", channels: bool | None = None,
-                 return_offsets: bool = False):  # fmt: skip
+def noise_canvas(
+    x,
+    size: int | tuple[int, int],
+    sigma: float,
+    rng: np.random.Generator,
+    *,
+    place: Literal["center", "random"] = "center",
+    channels: bool | None = None,
+    return_offsets: bool = False,
+):
     """Each image inside a larger canvas of N(0, σ²) noise: (..., H, W[, C]) -> (..., S_h, S_w[, C])
     float32, S = ``size`` (an int for a square canvas). The image sits at the centre
     (offset ((S_h − H)//2, (S_w − W)//2)) or, with ``place="random"``, at a uniformly random
@@ -658,13 +701,18 @@ class Spec(PartConfig):
         "none", description="after pixels to [0, 1]: nothing, per-channel mean/std standardisation, or unit-norm tokens"
     )
     balanced: bool = Field(True, description="a cell's training order alternates the two classes")
-    pool: NonNegativeInt = Field(0, description="training pool size, drawn once with pool_seed (0: every image of the pair)")
-    pool_seed: NonNegativeInt = Field(0, description="seed of the pool, the test split and the noise (same for every cell)")
+    pool: NonNegativeInt = Field(
+        0, description="training pool size, drawn once with pool_seed (0: every image of the pair)"
+    )
+    pool_seed: NonNegativeInt = Field(
+        0, description="seed of the pool, the test split and the noise (same for every cell)"
+    )
     N: PositiveInt = size(100, description="training samples of a cell, drawn from the pool")
     n_test: PositiveInt = Field(1000, description="test samples, from the data set's test split (same for every cell)")
     signal: PositiveFloat = batched(
-        1.0, description="the image's pixels (not the noise canvas) times this, per cell: the signal strength against "
-        "the border noise"
+        1.0,
+        description="the image's pixels (not the noise canvas) times this, per cell: the signal strength against "
+        "the border noise",
     )
     spurious: Literal["", "mnist", "fashion_mnist", "cifar10"] = Field(
         "", description="data set the spurious patches come from ('' : none; its location is its own path field)"
@@ -674,8 +722,11 @@ class Spec(PartConfig):
     )
     spurious_pool: PositiveInt = Field(1000, description="source images kept per class (training and test pools)")
     alpha_star: float = batched(
-        1.0, gt=0, le=1, description="α_*: fraction of each image's own patches, per cell; the other 1 − α_* are "
-        "spurious (α_*·M must be a whole number of patches)"
+        1.0,
+        gt=0,
+        le=1,
+        description="α_*: fraction of each image's own patches, per cell; the other 1 − α_* are "
+        "spurious (α_*·M must be a whole number of patches)",
     )
     sparsify: bool = batched(False, description="remove the spurious tokens from the training samples' token mask")
     sparsify_test: bool = batched(False, description="remove the spurious tokens from the test samples' token mask")
@@ -704,20 +755,26 @@ class Spec(PartConfig):
         side += 2 * self.border
         if side % self.patch:
             divs = [p for p in range(1, side + 1) if side % p == 0]
-            errs.append(f"data.patch: {self.patch} does not divide the image side {side} (crop {self.crop}, border "
-                        f"{self.border}); divisors: {', '.join(map(str, divs))}")  # fmt: skip
+            errs.append(
+                f"data.patch: {self.patch} does not divide the image side {side} (crop {self.crop}, border "
+                f"{self.border}); divisors: {', '.join(map(str, divs))}"
+            )
         n_train = info.train_counts[a] + info.train_counts[b]
         if self.pool > n_train:
-            errs.append(f"data.pool: {self.pool} exceeds the {n_train} training images of classes {self.classes} "
-                        f"in {self.dataset}")  # fmt: skip
+            errs.append(
+                f"data.pool: {self.pool} exceeds the {n_train} training images of classes {self.classes} "
+                f"in {self.dataset}"
+            )
         avail = self.pool or n_train
         if self.N > avail:
             what = f"the pool of {avail}" if self.pool else f"the {avail} training images of classes {self.classes}"
             errs.append(f"data.N: {self.N} exceeds {what} in {self.dataset}")
         n_test = info.test_counts[a] + info.test_counts[b]
         if self.n_test > n_test:
-            errs.append(f"data.n_test: {self.n_test} exceeds the {n_test} test images of classes {self.classes} "
-                        f"in {self.dataset}")  # fmt: skip
+            errs.append(
+                f"data.n_test: {self.n_test} exceeds the {n_test} test images of classes {self.classes} "
+                f"in {self.dataset}"
+            )
         errs += self._spurious_errors(side)
         if errs:
             raise ValueError("; ".join(errs))
@@ -727,26 +784,33 @@ class Spec(PartConfig):
         """The spurious-patch fields against each other and the image's M patches."""
         M = (side // self.patch) ** 2 if side % self.patch == 0 else 0
         if not self.spurious:
-            bad = [f"data.{f}: needs spurious patches (set data.spurious to their source data set)"
-                   for f in ("sparsify", "sparsify_test") if getattr(self, f)]  # fmt: skip
+            bad = [
+                f"data.{f}: needs spurious patches (set data.spurious to their source data set)"
+                for f in ("sparsify", "sparsify_test")
+                if getattr(self, f)
+            ]
             if self.alpha_star < 1:
-                bad.append(f"data.alpha_star: {self.alpha_star} < 1 replaces patches: set data.spurious to their "
-                           "source data set")  # fmt: skip
+                bad.append(
+                    f"data.alpha_star: {self.alpha_star} < 1 replaces patches: set data.spurious to their "
+                    "source data set"
+                )
             return bad
         errs, n_cls = [], len(INFO[self.spurious].class_names)
         bad = [c for c in parse_classes(self.spurious_classes) if not 0 <= c < n_cls]
         if bad:
             errs.append(f"data.spurious_classes: {bad} not classes of {self.spurious} (0..{n_cls - 1})")
         if self.border:
-            errs.append(f"data.border: spurious patches replace image patches, so they need border = 0, got {self.border}")
+            errs.append(
+                f"data.border: spurious patches replace image patches, so they need border = 0, got {self.border}"
+            )
         kept = self.alpha_star * M
         if M and (abs(kept - round(kept)) > 1e-6 or round(kept) < 1):
             valid = ", ".join(f"{k}/{M} = {k / M:.6g}" for k in (1, 2, M // 2, M - 1) if 0 < k < M)
-            errs.append(f"data.alpha_star: α_*·M = {self.alpha_star}·{M} = {kept:.6g} is not a whole number ≥ 1 of "
-                        f"the image's M = {M} patches; valid: k/M for k = 1..{M} ({valid}, 1)")  # fmt: skip
+            errs.append(
+                f"data.alpha_star: α_*·M = {self.alpha_star}·{M} = {kept:.6g} is not a whole number ≥ 1 of "
+                f"the image's M = {M} patches; valid: k/M for k = 1..{M} ({valid}, 1)"
+            )
         return errs
-
-
 
 
 def image_shape(s: dict) -> tuple[int, int]:
@@ -762,7 +826,9 @@ def input_shape(s: dict) -> dict:
 
 def _location(s: dict, dataset: str | None = None) -> str:
     """The path field of ``dataset`` (default: the base data set)."""
-    return {"mnist": s["mnist_path"], "fashion_mnist": s["fashion_dir"], "cifar10": s["cifar_dir"]}[dataset or s["dataset"]]
+    return {"mnist": s["mnist_path"], "fashion_mnist": s["fashion_dir"], "cifar10": s["cifar_dir"]}[
+        dataset or s["dataset"]
+    ]
 
 
 def to_layout(x: np.ndarray, src: str, dst: str) -> np.ndarray:
@@ -809,8 +875,12 @@ def _spurious_pool(s: dict, stats) -> dict[str, np.ndarray]:
     classes = np.unique(data.y_test)
     parts = [take(data.x_test, data.y_test, c) for c in classes]
     count = np.array([len(x) for x in parts], np.int32)
-    out |= {"S_test": prepare(np.concatenate(parts)), "S_test_class": classes.astype(np.int32),
-            "S_test_start": (np.cumsum(count) - count).astype(np.int32), "S_test_count": count}  # fmt: skip
+    out |= {
+        "S_test": prepare(np.concatenate(parts)),
+        "S_test_class": classes.astype(np.int32),
+        "S_test_start": (np.cumsum(count) - count).astype(np.int32),
+        "S_test_count": count,
+    }
     return out
 
 
@@ -863,13 +933,16 @@ def _pool(key: tuple) -> dict[str, np.ndarray]:
     pick = balanced_order if s["balanced"] else (lambda rng, y: rng.permutation(len(y)))
     if s["pool"]:
         if s["pool"] > len(y_tr):
-            raise AttnlabError(f"data.pool: {s['pool']} exceeds the {len(y_tr)} training images of classes "
-                               f"{s['classes']} in {_where(s)}")  # fmt: skip
+            raise AttnlabError(
+                f"data.pool: {s['pool']} exceeds the {len(y_tr)} training images of classes "
+                f"{s['classes']} in {_where(s)}"
+            )
         keep = np.sort(pick(np.random.default_rng([s["pool_seed"], 0]), y_tr)[: s["pool"]])
         x_tr, y_tr = x_tr[keep], y_tr[keep]
     if s["n_test"] > len(y_te):
-        raise AttnlabError(f"data.n_test: {s['n_test']} exceeds the {len(y_te)} test images of classes "
-                           f"{s['classes']} in {_where(s)}")  # fmt: skip
+        raise AttnlabError(
+            f"data.n_test: {s['n_test']} exceeds the {len(y_te)} test images of classes {s['classes']} in {_where(s)}"
+        )
     keep = np.sort(pick(np.random.default_rng([s["pool_seed"], 1]), y_te)[: s["n_test"]])
     x_te, y_te = x_te[keep], y_te[keep]
     ch = INFO[s["dataset"]].channels > 0
@@ -877,8 +950,14 @@ def _pool(key: tuple) -> dict[str, np.ndarray]:
     stats = (stats[0] / np.float32(255.0), stats[1] / np.float32(255.0))  # of the [0, 1] pixels
     X, offset = _prepare(x_tr, s, stats, np.random.default_rng([s["pool_seed"], 2]))
     X_test, offset_test = _prepare(x_te, s, stats, np.random.default_rng([s["pool_seed"], 3]))
-    out = {"X": X, "y": y_tr.astype(np.float32), "offset": offset,
-           "X_test": X_test, "y_test": y_te.astype(np.float32), "offset_test": offset_test}  # fmt: skip
+    out = {
+        "X": X,
+        "y": y_tr.astype(np.float32),
+        "offset": offset,
+        "X_test": X_test,
+        "y_test": y_te.astype(np.float32),
+        "offset_test": offset_test,
+    }
     if s["spurious"]:
         out |= _spurious_pool(s, stats)
     # integers as int32 whatever the precision of the run: JAX keeps a device copy of a cached numpy
@@ -937,8 +1016,9 @@ def _with_spurious(key, X, y, v, s, pool, test: bool):
     """The samples as pytrees with their spurious patches (module docstring): training images
     take them from source class a (y = +1) or b (y = −1), test images from a uniformly drawn class."""
     if test:
-        S, start, count, classes = (jnp.asarray(pool[k]) for k in ("S_test", "S_test_start", "S_test_count",
-                                                                   "S_test_class"))  # fmt: skip
+        S, start, count, classes = (
+            jnp.asarray(pool[k]) for k in ("S_test", "S_test_start", "S_test_count", "S_test_class")
+        )
 
         def draw(k, i):
             k_c, k_j = jax.random.split(k)
@@ -963,8 +1043,9 @@ def make(key, v, s, pads, pool, dtype):
     patches (training: from the cell's ``data`` stream, test: its ``test`` stream)."""
     n_pool, n_pad = pool["X"].shape[0], pads["N"]
     if n_pad > n_pool:
-        raise AttnlabError(f"data.N: {n_pad} exceeds the pool of {n_pool} training images of classes "
-                           f"{s['classes']} in {_where(s)}")  # fmt: skip
+        raise AttnlabError(
+            f"data.N: {n_pad} exceeds the pool of {n_pool} training images of classes {s['classes']} in {_where(s)}"
+        )
     X, y = jnp.asarray(pool["X"], dtype), jnp.asarray(pool["y"], dtype)
     idx = order(stream(key, "data"), y, s["balanced"])[:n_pad]
     X, y, y_test = jnp.take(X, idx, axis=0), jnp.take(y, idx), jnp.asarray(pool["y_test"], dtype)
@@ -986,12 +1067,14 @@ def _footprint(s, pads):
     return n, 4 * n * shape["tokens"] * (shape["d"] + (1 if s["spurious"] else 0))  # + mask, spurious flags
 
 
-PART = register(DataModel(
-    name="images",
-    version=3,
-    config=Spec,
-    input_shape=input_shape,
-    make=make,
-    footprint=_footprint,
-    shared=shared,
-))
+PART = register(
+    DataModel(
+        name="images",
+        version=3,
+        config=Spec,
+        input_shape=input_shape,
+        make=make,
+        footprint=_footprint,
+        shared=shared,
+    )
+)

@@ -93,19 +93,28 @@ class Spec(PartConfig):
 
 def make(key, v, s, pads, shared, dtype):
     """Training set (padded to ``pads['N']``, first v['N'] real) and test set of one cell."""
-    kw = dict(mu_norm=v["mu"], sigma_p=v["sigma_p"], sigma_tilde_p=v["sigma_tilde_p"], M=s["M"], d=s["d"],
-              projected=s["projected"], dtype=dtype)  # fmt: skip
+    kw = dict(
+        mu_norm=v["mu"],
+        sigma_p=v["sigma_p"],
+        sigma_tilde_p=v["sigma_tilde_p"],
+        M=s["M"],
+        d=s["d"],
+        projected=s["projected"],
+        dtype=dtype,
+    )
     n_pad = pads["N"]
     X, y = dataset(stream(key, "data"), n_pad, **kw)
     X_test, y_test = dataset(stream(key, "test"), s["n_test"], **kw)
     return {"X": X, "y": y, "mask": jnp.arange(n_pad) < v["N"], "X_test": X_test, "y_test": y_test}
 
 
-PART = register(DataModel(
-    name="jiang2024",
-    version=2,
-    config=Spec,
-    input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
-    make=make,
-    footprint=lambda s, pads: (pads["N"] + s["n_test"], 4 * (pads["N"] + s["n_test"]) * s["M"] * s["d"]),
-))
+PART = register(
+    DataModel(
+        name="jiang2024",
+        version=2,
+        config=Spec,
+        input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
+        make=make,
+        footprint=lambda s, pads: (pads["N"] + s["n_test"], 4 * (pads["N"] + s["n_test"]) * s["M"] * s["d"]),
+    )
+)

@@ -135,9 +135,24 @@ def _ranks(bits):
 
 
 def sample(
-    key, i, *, alpha_star, alpha_hash, tau, M, d, L, kappa=SQRT2, noise="ball", noisy_frac=0.0, noisy_tau=1.0,
-    spurious=0.0, counts="fixed", train=True, dtype=jnp.float32,
-):  # fmt: skip
+    key,
+    i,
+    *,
+    alpha_star,
+    alpha_hash,
+    tau,
+    M,
+    d,
+    L,
+    kappa=SQRT2,
+    noise="ball",
+    noisy_frac=0.0,
+    noisy_tau=1.0,
+    spurious=0.0,
+    counts="fixed",
+    train=True,
+    dtype=jnp.float32,
+):
     """Draw sample i: returns ({"tokens", "mask", "pattern", "role", "noise"}, y).
 
     ``train`` selects the spurious rule (training set: μ₃ correlated with y; test: not)."""
@@ -173,8 +188,13 @@ def sample(
     z = _noise(g, u[4], level, noise, dtype)
 
     x = patterns(M, d, kappa, dtype)[pattern] + z
-    meta = {"tokens": x, "mask": jnp.ones(L, bool), "pattern": pattern, "role": role,
-            "noise": jnp.linalg.norm(z, axis=-1)}  # fmt: skip
+    meta = {
+        "tokens": x,
+        "mask": jnp.ones(L, bool),
+        "pattern": pattern,
+        "role": role,
+        "noise": jnp.linalg.norm(z, axis=-1),
+    }
     return meta, y
 
 
@@ -187,22 +207,47 @@ def _dataset(key, n, **kw):
 
 
 def dataset(
-    key, n, *, alpha_star, alpha_hash, tau, M, d, L, kappa=SQRT2, noise="ball", noisy_frac=0.0, noisy_tau=1.0,
-    spurious=0.0, counts="fixed", train=True, dtype=jnp.float32,
-):  # fmt: skip
+    key,
+    n,
+    *,
+    alpha_star,
+    alpha_hash,
+    tau,
+    M,
+    d,
+    L,
+    kappa=SQRT2,
+    noise="ball",
+    noisy_frac=0.0,
+    noisy_tau=1.0,
+    spurious=0.0,
+    counts="fixed",
+    train=True,
+    dtype=jnp.float32,
+):
     """Draw samples 0..n−1: returns (X, y) with X a dict of arrays with leading axis n, y ∈ R^n.
 
     Compiled once per shape (n, M, d, L) and mode (noise, counts, train, dtype); the numeric
     fields are traced inputs (cast to ``dtype``, so Python floats and arrays share a compile)."""
-    num = dict(alpha_star=alpha_star, alpha_hash=alpha_hash, tau=tau, kappa=kappa, noisy_frac=noisy_frac,
-               noisy_tau=noisy_tau, spurious=spurious)  # fmt: skip
+    num = dict(
+        alpha_star=alpha_star,
+        alpha_hash=alpha_hash,
+        tau=tau,
+        kappa=kappa,
+        noisy_frac=noisy_frac,
+        noisy_tau=noisy_tau,
+        spurious=spurious,
+    )
     dtype = jnp.dtype(dtype)
     num = {k: jnp.asarray(x, dtype) for k, x in num.items()}
     return _dataset(key, n, M=M, d=d, L=L, noise=noise, counts=counts, train=train, dtype=dtype, **num)
 
 
-NOISE_SD = {"coord": lambda tau, d: tau, "gaussian": lambda tau, d: tau / math.sqrt(d),
-            "ball": lambda tau, d: tau / math.sqrt(d + 2)}  # fmt: skip
+NOISE_SD = {
+    "coord": lambda tau, d: tau,
+    "gaussian": lambda tau, d: tau / math.sqrt(d),
+    "ball": lambda tau, d: tau / math.sqrt(d + 2),
+}
 """Per-coordinate standard deviation of the noise z_l at level τ in R^d, per noise law (uniform
 in the τ-ball: E z_i² = τ²/(d + 2))."""
 
@@ -233,9 +278,17 @@ def floor_success(z: float, n_test: int) -> float:
 def margin_of(fields: dict) -> float:
     """:func:`mean_token_margin` of a validated spec's fields (realised counts)."""
     L = fields["L"]
-    return mean_token_margin(n_tokens(fields["alpha_star"], L), n_tokens(fields["alpha_hash"], L), tau=fields["tau"],
-                             d=fields["d"], L=L, kappa=fields["kappa"], noise=fields["noise"],
-                             noisy_frac=fields["noisy_frac"], noisy_tau=fields["noisy_tau"])  # fmt: skip
+    return mean_token_margin(
+        n_tokens(fields["alpha_star"], L),
+        n_tokens(fields["alpha_hash"], L),
+        tau=fields["tau"],
+        d=fields["d"],
+        L=L,
+        kappa=fields["kappa"],
+        noise=fields["noise"],
+        noisy_frac=fields["noisy_frac"],
+        noisy_tau=fields["noisy_tau"],
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("M",))
@@ -267,7 +320,9 @@ class Spec(PartConfig):
     M: int = Field(20, description="number of patterns M (μ₁, μ₂ discriminative, μ₃..μ_M irrelevant)")
     d: PositiveInt = Field(20, description="token dimension d (≥ M; patterns in the first M coordinates)")
     L: PositiveInt = Field(50, description="tokens per sample L")
-    alpha_star: float = batched(0.3, ge=0, le=1, description="fraction of label-relevant tokens α_* (fixed counts: n_*/L)")
+    alpha_star: float = batched(
+        0.3, ge=0, le=1, description="fraction of label-relevant tokens α_* (fixed counts: n_*/L)"
+    )
     alpha_hash: float | None = batched(
         None, ge=0, le=1, description="fraction of confusion tokens α_# (default: ⌊n_*/6⌋/L, or α_*/6 for binomial)"
     )
@@ -319,9 +374,10 @@ class Spec(PartConfig):
         if self.sparsify_k and self.sparsify == "none":
             raise ValueError("data.sparsify_k: set data.sparsify to the strategy that picks the tokens")
         if self.spurious > 0 and self.M < 4:
-            raise ValueError(f"data.spurious: a spurious pattern μ₃ needs M ≥ 4 (another irrelevant pattern), got M = {self.M}")  # fmt: skip
+            raise ValueError(
+                f"data.spurious: a spurious pattern μ₃ needs M ≥ 4 (another irrelevant pattern), got M = {self.M}"
+            )
         return self
-
 
     def _resolve_counts(self):
         """n_*, n_# from the counts or the fractions; α_*, α_# set to the realised n/L."""
@@ -344,8 +400,10 @@ class Spec(PartConfig):
             _check_fractions(a, h)
         if n_s <= n_h:
             what = f"[α_*·L] = {n_s}" if self.n_star is None else f"n_* = {n_s}"
-            raise ValueError(f"data.alpha_star: with counts = 'fixed', {what} relevant tokens must exceed n_# = {n_h} "
-                             "confusion tokens (the label is the majority vote)")  # fmt: skip
+            raise ValueError(
+                f"data.alpha_star: with counts = 'fixed', {what} relevant tokens must exceed n_# = {n_h} "
+                "confusion tokens (the label is the majority vote)"
+            )
         if n_s + n_h > L:
             raise ValueError(f"data.alpha_hash: n_* + n_# = {n_s} + {n_h} tokens exceed L = {L}")
         self._resolve(alpha_star=n_s / L, alpha_hash=n_h / L)
@@ -356,8 +414,6 @@ def _check_fractions(a: float, h: float) -> None:
         raise ValueError(f"data.alpha_hash: α_* + α_# = {a:g} + {h:g} exceeds 1")
     if a <= h:
         raise ValueError(f"data.alpha_star: α_* = {a:g} must exceed α_# = {h:g} (the theory needs α_* ≫ α_#)")
-
-
 
 
 def _sparsified(X, strategy, k, key):
@@ -373,7 +429,8 @@ def make(key, v, s, pads, shared, dtype):
     ``sparsify`` the training samples (and with ``sparsify_test`` the test samples) lose
     ``sparsify_k`` tokens each, chosen from the cell's ``sparsify`` stream."""
     kw = {k: v[k] for k in Spec.with_role("batched") if k != "sparsify_k"} | {
-        k: s[k] for k in ("M", "d", "L", "noise", "counts")}  # fmt: skip
+        k: s[k] for k in ("M", "d", "L", "noise", "counts")
+    }
     n_pad = pads["N"]
     X, y = dataset(stream(key, "data"), n_pad, train=True, dtype=dtype, **kw)
     X_test, y_test = dataset(stream(key, "test"), s["n_test"], train=False, dtype=dtype, **kw)
@@ -390,11 +447,13 @@ def _footprint(s, pads):
     return n, n * s["L"] * (4 * s["d"] + 1 + 4 + 4 + 4)  # tokens, mask, pattern, role, noise
 
 
-PART = register(DataModel(
-    name="li2023",
-    version=2,
-    config=Spec,
-    input_shape=lambda s: {"tokens": s["L"], "d": s["d"]},
-    make=make,
-    footprint=_footprint,
-))
+PART = register(
+    DataModel(
+        name="li2023",
+        version=2,
+        config=Spec,
+        input_shape=lambda s: {"tokens": s["L"], "d": s["d"]},
+        make=make,
+        footprint=_footprint,
+    )
+)

@@ -57,17 +57,22 @@ def make(key, v, s, pads, pool, dtype):
     idx = jax.random.permutation(stream(key, "data"), n_train)[:n_pad]
     X, y = jnp.asarray(pool["X"], dtype), jnp.asarray(pool["y"], dtype)
     return {
-        "X": jnp.take(X, idx, axis=0), "y": jnp.take(y, idx), "mask": jnp.arange(n_pad) < v["N"],
-        "X_test": X[n_train:], "y_test": y[n_train:],
-    }  # fmt: skip
+        "X": jnp.take(X, idx, axis=0),
+        "y": jnp.take(y, idx),
+        "mask": jnp.arange(n_pad) < v["N"],
+        "X_test": X[n_train:],
+        "y_test": y[n_train:],
+    }
 
 
-PART = register(DataModel(
-    name="pool",
-    version=1,
-    config=Spec,
-    input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
-    make=make,
-    footprint=lambda s, pads: (pads["N"] + s["n_test"], 4 * (pads["N"] + s["n_test"]) * s["M"] * s["d"]),
-    shared=shared,
-))
+PART = register(
+    DataModel(
+        name="pool",
+        version=1,
+        config=Spec,
+        input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
+        make=make,
+        footprint=lambda s, pads: (pads["N"] + s["n_test"], 4 * (pads["N"] + s["n_test"]) * s["M"] * s["d"]),
+        shared=shared,
+    )
+)

@@ -111,11 +111,13 @@ def _footprint(s, pads):
     return n + extra, 4 * n * s["d_s"] * s["d"]
 
 
-PART = register(DataModel(
-    name="wu2023",
-    version=1,
-    config=Spec,
-    input_shape=lambda s: {"tokens": s["d_s"], "d": s["d"]},
-    make=make,
-    footprint=_footprint,
-))
+PART = register(
+    DataModel(
+        name="wu2023",
+        version=1,
+        config=Spec,
+        input_shape=lambda s: {"tokens": s["d_s"], "d": s["d"]},
+        make=make,
+        footprint=_footprint,
+    )
+)

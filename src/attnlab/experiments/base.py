@@ -94,8 +94,10 @@ class ExperimentSpec(BaseModel):
     seeds: PositiveInt = Field(1, description="independent seed blocks of the whole grid")
     reps: PositiveInt = Field(1, description="runs per grid point within a block")
     memory_budget_gb: PositiveFloat = Field(2.0, description="memory per chunk of cells")
-    max_cells: PositiveInt = Field(10**6, description="refuse a grid of more cells than this (counted before it is "
-                                   "expanded); raise it for a larger one")
+    max_cells: PositiveInt = Field(
+        10**6,
+        description="refuse a grid of more cells than this (counted before it is expanded); raise it for a larger one",
+    )
 
 
 class Experiment:
@@ -195,8 +197,10 @@ def check_parts(spec: ExperimentSpec) -> None:
         for k in values:
             if k != "name" and k not in fields:
                 if isinstance(names, list | tuple):
-                    raise AttnlabError(f"{kind}.{k}: not a field of every {kind} of {kind}.name ({', '.join(names)}); "
-                                       f"the fields they share: {', '.join(fields) or 'none'}")  # fmt: skip
+                    raise AttnlabError(
+                        f"{kind}.{k}: not a field of every {kind} of {kind}.name ({', '.join(names)}); "
+                        f"the fields they share: {', '.join(fields) or 'none'}"
+                    )
                 raise AttnlabError(f"{kind}.{k}: unknown field{did_you_mean(k, fields)}; valid: {', '.join(fields)}")
 
 
@@ -274,9 +278,11 @@ def check_size(spec: ExperimentSpec, points: int, seed_blocks: int | None = None
     is expanded; refused above ``spec.max_cells`` with the count in the message."""
     n = points * (spec.seeds if seed_blocks is None else seed_blocks) * spec.reps
     if n > spec.max_cells:
-        raise AttnlabError(f"the grid has {n:,} cells ({points:,} points × {n // max(points * spec.reps, 1):,} seed "
-                           f"blocks × {spec.reps:,} reps), more than max_cells = {spec.max_cells:,}; raise max_cells "
-                           f"(--set max_cells={n}) if this is meant")  # fmt: skip
+        raise AttnlabError(
+            f"the grid has {n:,} cells ({points:,} points × {n // max(points * spec.reps, 1):,} seed "
+            f"blocks × {spec.reps:,} reps), more than max_cells = {spec.max_cells:,}; raise max_cells "
+            f"(--set max_cells={n}) if this is meant"
+        )
     return n
 
 
@@ -304,8 +310,9 @@ def resolve_name(Spec: type[BaseModel], name: str, values: dict) -> str:
     if head in P.PART_KINDS and rest:
         fields = _part_fields(head, values)
         if rest.split(".")[0] not in (*fields, "name"):
-            raise AttnlabError(f"--set {name}: unknown field of {head}{did_you_mean(rest, fields)}; valid: "
-                               f"{', '.join(fields)}")  # fmt: skip
+            raise AttnlabError(
+                f"--set {name}: unknown field of {head}{did_you_mean(rest, fields)}; valid: {', '.join(fields)}"
+            )
         return name
     if name in own:
         return name
@@ -315,8 +322,10 @@ def resolve_name(Spec: type[BaseModel], name: str, values: dict) -> str:
     if len(matches) > 1:
         raise AttnlabError(f"--set {name}: ambiguous; use one of {', '.join(matches)}")
     valid = own + [f"{k}.{f}" for k in P.PART_KINDS for f in _part_fields(k, values)]
-    raise AttnlabError(f"--set {name}: unknown field{did_you_mean(name, valid + list(fields_short(values)))}; "
-                       f"valid: {', '.join(valid)}")  # fmt: skip
+    raise AttnlabError(
+        f"--set {name}: unknown field{did_you_mean(name, valid + list(fields_short(values)))}; "
+        f"valid: {', '.join(valid)}"
+    )
 
 
 def parse_sets(Spec: type[BaseModel], sets: list[str], values: dict) -> dict[str, Any]:
@@ -384,7 +393,9 @@ def check_loaded(Spec: type[BaseModel], loaded: dict[str, Any], label: str) -> d
     unknown = [k for k in loaded if k not in Spec.model_fields]
     if unknown:
         hint = did_you_mean(unknown[0], list(Spec.model_fields)) if len(unknown) == 1 else ""
-        raise AttnlabError(f"{label}: unknown field(s) {', '.join(unknown)}{hint}; valid: {', '.join(Spec.model_fields)}")
+        raise AttnlabError(
+            f"{label}: unknown field(s) {', '.join(unknown)}{hint}; valid: {', '.join(Spec.model_fields)}"
+        )
     for kind in P.PART_KINDS:
         if kind in loaded and not isinstance(loaded[kind], dict):
             raise AttnlabError(f"{label}: {kind} must be a table ([{kind}])")
@@ -446,8 +457,11 @@ def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
     rows = table.drop_columns(["params_npz"]).to_pylist()
     for i, row in enumerate(rows):
         # a field left out of this cell (at a default kept out of its id) is null in a table whose other cells have it
-        cell = {k: v for k, v in row.items() if (k.startswith(tuple(f"{k}." for k in P.PART_KINDS))
-                or k in P.KEY_ONLY or k in tags) and v is not None}  # fmt: skip
+        cell = {
+            k: v
+            for k, v in row.items()
+            if (k.startswith(tuple(f"{k}." for k in P.PART_KINDS)) or k in P.KEY_ONLY or k in tags) and v is not None
+        }
         comp, static, pads, v = cell_parts(cell, tags)
         sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
         if sig not in built:
@@ -507,13 +521,24 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
         comp.check(dict(static))
         one = grid.cell_memory(comp, dict(static), members, budget)
         sizes = {f: sorted({c[f] for c in members}) for f in comp.size_fields()}
-        buckets.append({"data": dict(static).get("data.name"), "model": dict(static).get("model.name"),
-                        "cells": len(members), "sizes": sizes, "cell_bytes": one,
-                        "chunks": sum(1 for _ in grid.chunks(comp, dict(static), members, budget))})  # fmt: skip
+        buckets.append(
+            {
+                "data": dict(static).get("data.name"),
+                "model": dict(static).get("model.name"),
+                "cells": len(members),
+                "sizes": sizes,
+                "cell_bytes": one,
+                "chunks": sum(1 for _ in grid.chunks(comp, dict(static), members, budget)),
+            }
+        )
     staged = "stage" in exp.tags
-    out = {"experiment": exp.id, "cells": len(cells), "buckets": buckets, "memory_budget_gb": spec.memory_budget_gb,
-           "note": "later stages depend on earlier results: their cells are planned when those have run" if staged
-           else ""}  # fmt: skip
+    out = {
+        "experiment": exp.id,
+        "cells": len(cells),
+        "buckets": buckets,
+        "memory_budget_gb": spec.memory_budget_gb,
+        "note": "later stages depend on earlier results: their cells are planned when those have run" if staged else "",
+    }
     if estimate:
         from attnlab.estimate import estimate as measure
 
@@ -541,8 +566,10 @@ def check_out(out: Path) -> None:
     from attnlab.sweep.store import is_temporary
 
     # a run starting beside this one may have written only its first temporary file so far
-    if out.is_dir() and any(not is_temporary(p) for p in out.iterdir()) and not any(
-        (out / m).exists() for m in RESULTS_MARKERS
+    if (
+        out.is_dir()
+        and any(not is_temporary(p) for p in out.iterdir())
+        and not any((out / m).exists() for m in RESULTS_MARKERS)
     ):
         raise AttnlabError(
             f"--out {out}: a non-empty directory that is not an attnlab results directory (no store.json or "
@@ -599,9 +626,13 @@ def run_spec(
             store = Store(out)
             store.check_compatible({"schema": schema, **versions()}, force=force)
         trained += executors.run_cells(
-            cells, store, tags=exp.tags, memory_budget=spec.memory_budget_gb * 1e9, executor=executor,
+            cells,
+            store,
+            tags=exp.tags,
+            memory_budget=spec.memory_budget_gb * 1e9,
+            executor=executor,
             progress=progress,
-        )  # fmt: skip
+        )
         ids = [grid.cell_id(c) for c in cells]
         by_id = dict(zip(ids, cells, strict=True))
         return table_columns(store.assemble(ids, describe=lambda i: describe(by_id[i], spec), write=False))
@@ -630,8 +661,15 @@ def run_spec(
     return finish(exp, spec, out, table_columns(table), verdict, sets, started=t0)
 
 
-def finish(exp: Experiment, spec, out: Path, cols: dict[str, np.ndarray], verdict: dict, sets: Sequence[str] = (),
-           started: float | None = None) -> dict:  # fmt: skip
+def finish(
+    exp: Experiment,
+    spec,
+    out: Path,
+    cols: dict[str, np.ndarray],
+    verdict: dict,
+    sets: Sequence[str] = (),
+    started: float | None = None,
+) -> dict:
     """Analysis, figures, verdict.json and report.html from a results table: the tail of
     :func:`reproduce` and the whole of :func:`rebuild`, so a rebuilt report is the one a run
     writes. ``verdict`` is the run's record (cells, runtime, provenance, command); its claims

@@ -112,8 +112,9 @@ class Spec(ExperimentSpec):
     @classmethod
     def _names(cls, v, info):
         names = v.get("name")
-        if names is not None and not (isinstance(names, str) or (isinstance(names, list) and names
-                                                                 and all(isinstance(n, str) for n in names))):
+        if names is not None and not (
+            isinstance(names, str) or (isinstance(names, list) and names and all(isinstance(n, str) for n in names))
+        ):
             raise ValueError(f"{info.field_name}.name: a part's name, or a list of names, got {names!r}")
         return v
 
@@ -126,7 +127,9 @@ class Spec(ExperimentSpec):
 
 def grid_axes(spec: Spec) -> list[str]:
     """The grid axes (part fields given a list of values), namespaced, in spec order."""
-    return [f"{kind}.{k}" for kind in P.PART_KINDS for k, v in getattr(spec, kind).items() if isinstance(v, list | tuple)]
+    return [
+        f"{kind}.{k}" for kind in P.PART_KINDS for k, v in getattr(spec, kind).items() if isinstance(v, list | tuple)
+    ]
 
 
 @dataclass(frozen=True)
@@ -219,8 +222,10 @@ def _forward(problem, shared, recipe: P.Recipe, failed: dict, where: str):
                 )
         problem.loss.fn(f, data["y"])
         out = {}
-        for kind, fn, on in (("probes", problem.probes, recipe.log_every),
-                             ("array_probes", problem.array_probes, recipe.array_log_every)):  # fmt: skip
+        for kind, fn, on in (
+            ("probes", problem.probes, recipe.log_every),
+            ("array_probes", problem.array_probes, recipe.array_log_every),
+        ):
             if fn is None or not on:
                 continue
             try:
@@ -334,8 +339,12 @@ class UserGrid(Experiment):
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
         if isinstance(spec.seeds, list):
-            points = math.prod(len(v) for kind in ("data", "model", "train") for v in getattr(spec, kind).values()
-                               if isinstance(v, list | tuple))  # fmt: skip
+            points = math.prod(
+                len(v)
+                for kind in ("data", "model", "train")
+                for v in getattr(spec, kind).values()
+                if isinstance(v, list | tuple)
+            )
             check_size(spec, points, seed_blocks=len(spec.seeds))
             cells = [c for s in spec.seeds for c in expand(spec.model_copy(update={"seed": s, "seeds": 1}))]
         else:
@@ -371,11 +380,15 @@ class UserGrid(Experiment):
             summary["lowest mean per metric"] = lowest
         notes = []
         if status.get("diverged"):
-            notes.append(f"{status['diverged']} of {len(cols['id'])} cells diverged (non-finite loss); they are "
-                         "counted per grid point and left out of the means.")  # fmt: skip
+            notes.append(
+                f"{status['diverged']} of {len(cols['id'])} cells diverged (non-finite loss); they are "
+                "counted per grid point and left out of the means."
+            )
         if status.get("cap"):
-            notes.append(f"{status['cap']} cells ran to the step cap (train.max_steps) without meeting the stop rule "
-                         "(train.loss_threshold).")  # fmt: skip
+            notes.append(
+                f"{status['cap']} cells ran to the step cap (train.max_steps) without meeting the stop rule "
+                "(train.loss_threshold)."
+            )
         paired = paired_table(cols, spec)
         return Analysis(claims=[], summary=summary, notes=notes, tables=[table, *([paired] if paired else [])])
 
@@ -385,7 +398,9 @@ class UserGrid(Experiment):
         paths = []
         if lay.x is not None and metrics:
             paths += (_heatmaps if lay.y else _lines)(cols, spec, lay, metrics, out)
-        probes = probes_of(spec, [c.removeprefix("trace_") for c in cols if c.startswith("trace_") and c != "trace_step"])
+        probes = probes_of(
+            spec, [c.removeprefix("trace_") for c in cols if c.startswith("trace_") and c != "trace_step"]
+        )
         if probes:
             paths += _probe_plots(cols, spec, lay, probes, out)
         return paths
@@ -410,8 +425,7 @@ def sweep(
         command = shlex.join([*args, "--out", str(out)])
     else:
         command = f"attnlab.sweep(<spec: see spec.json>, out={str(out)!r}, sets={list(sets or [])!r})"
-    return run_spec(exp, spec, SCALE, Path(out), sets or [], command, executor=executor, progress=progress,
-                    force=force)  # fmt: skip
+    return run_spec(exp, spec, SCALE, Path(out), sets or [], command, executor=executor, progress=progress, force=force)
 
 
 # ---------------------------------------------------------------- tables
@@ -429,8 +443,7 @@ def _values(col) -> list:
 def _numeric(cols) -> list[str]:
     """Result columns that are per-cell numbers (metrics), not config or key fields."""
     config = tuple(f"{k}." for k in P.PART_KINDS)
-    return [c for c, v in cols.items() if not c.startswith(config) and c not in P.KEY_ONLY
-            and v.dtype.kind in "fiu"]  # fmt: skip
+    return [c for c, v in cols.items() if not c.startswith(config) and c not in P.KEY_ONLY and v.dtype.kind in "fiu"]
 
 
 def grid_points(cols, axes) -> dict[tuple, np.ndarray]:
@@ -469,8 +482,14 @@ def grid_table(cols, spec: Spec) -> tuple[str, list[str], list[list]]:
     for key, idx in grid_points(cols, lay.axes).items():
         ok = _ok(cols, idx)
         stats = [v for m in metrics for v in _mean_std(cols[m][ok])]
-        rows.append([*key, len(idx), *(None if math.isnan(v) else v for v in stats),
-                     *(int(np.sum(cols["status"][idx] == s)) for s in statuses)])  # fmt: skip
+        rows.append(
+            [
+                *key,
+                len(idx),
+                *(None if math.isnan(v) else v for v in stats),
+                *(int(np.sum(cols["status"][idx] == s)) for s in statuses),
+            ]
+        )
     return "Results per grid point (mean and std over seeds × reps)", columns, rows
 
 
@@ -505,12 +524,17 @@ def paired_table(cols, spec: Spec) -> tuple[str, list[str], list[list]] | None:
             cells = []
             for m in metrics:
                 mean, lo, hi, _ = t_interval(cols[m][a] - cols[m][b]) if pairs else (math.nan,) * 4
-                cells.append(None if math.isnan(mean) else f"{mean:+.4g} [{lo:+.3g}, {hi:+.3g}]" if np.isfinite(lo)
-                             else f"{mean:+.4g}")  # fmt: skip
+                cells.append(
+                    None
+                    if math.isnan(mean)
+                    else f"{mean:+.4g} [{lo:+.3g}, {hi:+.3g}]"
+                    if np.isfinite(lo)
+                    else f"{mean:+.4g}"
+                )
             lower = [f"{int(np.sum(cols[m][a] < cols[m][b]))}/{len(pairs)}" for m in metrics]
             rows.append([*point, name, len(pairs), *cells, *lower])
     common = set(_values(cols["train.draws"])) == {"common"} if "train.draws" in cols else False
-    how = "paired on common draws" if common else "on independent draws (train.draws = \"common\" pairs them)"
+    how = "paired on common draws" if common else 'on independent draws (train.draws = "common" pairs them)'
     return f"Each {axis.split('.')[0]} against {ref}, cell by cell ({how}): difference = it − {ref}", columns, rows
 
 
@@ -619,8 +643,10 @@ def _lines(cols, spec: Spec, lay: Layout, metrics: list[str], out: Path) -> list
             ax = axs[r][c]
             for h in hues:
                 sel = in_panel & (_select(cols, [lay.hue], [h]) if lay.hue else True)
-                stats = [_mean_std(cols[m][sel & _select(cols, [lay.x], [xv]) & (cols["status"] != "diverged")])
-                         for xv in xs.values]  # fmt: skip
+                stats = [
+                    _mean_std(cols[m][sel & _select(cols, [lay.x], [xv]) & (cols["status"] != "diverged")])
+                    for xv in xs.values
+                ]
                 mean, std = np.asarray(stats).T
                 (line,) = ax.plot(xs.pos, mean, marker="o", lw=1.4, label=None if h is None else f"{lay.hue} = {h}")
                 ax.fill_between(xs.pos, mean - std, mean + std, color=line.get_color(), alpha=0.2, lw=0)
@@ -654,13 +680,21 @@ def _heatmaps(cols, spec: Spec, lay: Layout, metrics: list[str], out: Path) -> l
             if Z.size <= 100:
                 for j, i in zip(*np.nonzero(np.isfinite(Z)), strict=True):
                     light = mesh.norm(Z[j, i]) > 0.5  # viridis is light at the top: dark text there
-                    ax.text(xs.pos[i], ys.pos[j], f"{Z[j, i]:.3g}", ha="center", va="center", fontsize=7,
-                            color="k" if light else "w")  # fmt: skip
+                    ax.text(
+                        xs.pos[i],
+                        ys.pos[j],
+                        f"{Z[j, i]:.3g}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="k" if light else "w",
+                    )
             xs.style(ax, "x", lay.x)
             ys.style(ax, "y", lay.y)
             ax.set_title(m + (f"\n{_label(lay.panels, panel)}" if panel else ""), fontsize=9)
-    fig.suptitle(f"{spec.title}: mean over {_n_runs(cols, lay)} seeds × reps per point (blank: no finite value)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(
+        f"{spec.title}: mean over {_n_runs(cols, lay)} seeds × reps per point (blank: no finite value)", fontsize=10
+    )
     return plots.save(fig, out, "sweep_metrics")
 
 
@@ -684,11 +718,10 @@ def _probe_plots(cols, spec: Spec, lay: Layout, probes: list[str], out: Path) ->
                 plots.band(ax, t, np.stack(runs), _label(lay.axes, key) or "all cells", color=color)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("step")
-    for ax in axs.flat[len(probes):]:
+    for ax in axs.flat[len(probes) :]:
         ax.set_visible(False)
     if len(points) <= MAX_LEGEND:
         axs.flat[0].legend(fontsize=6)
     shown = "" if len(points) <= MAX_LEGEND else f"; {len(points)} grid points, dark to light in spec order"
     fig.suptitle(f"{spec.title}: probes over training, mean ± std over seeds × reps{shown}", fontsize=10)
     return plots.save(fig, out, "sweep_probes")
-

@@ -118,15 +118,17 @@ def logistic_loss(f, y):
     return jax.nn.softplus(-y * f)
 
 
-PART = register(Model(
-    name="jiang2024",
-    version=2,
-    config=Hparams,
-    init=init,
-    apply=apply,
-    trainable=trainable,
-    groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("w_O",)},
-    sizes=lambda hp: (hp.d * (2 * hp.d_h + hp.d_v) + hp.d_v, hp.M * (2 * hp.d_h + hp.d_v + 2 * hp.M)),
-    fast_apply=apply_fast,
-    dual=lambda hp: Dual(("W_Q", "W_K", "W_V"), lambda x: tokens(x)[0], lambda p, P, x: apply_dual(p, P, x, hp)),
-))
+PART = register(
+    Model(
+        name="jiang2024",
+        version=2,
+        config=Hparams,
+        init=init,
+        apply=apply,
+        trainable=trainable,
+        groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("w_O",)},
+        sizes=lambda hp: (hp.d * (2 * hp.d_h + hp.d_v) + hp.d_v, hp.M * (2 * hp.d_h + hp.d_v + 2 * hp.M)),
+        fast_apply=apply_fast,
+        dual=lambda hp: Dual(("W_Q", "W_K", "W_V"), lambda x: tokens(x)[0], lambda p, P, x: apply_dual(p, P, x, hp)),
+    )
+)

@@ -62,8 +62,10 @@ class CNNHparams(PartConfig):
             width = getattr(self, name, None)
             if self.init == "near_identity" and width and width != self.d:
                 need = f"{name} = d = {self.d} (or 0)" if self.d else f"{name} = 0 (d, the data's)"
-                raise ValueError(f"model.{name}: init = 'near_identity' needs {need}, got {width}; use init = "
-                                 f"'gaussian' for another width")  # fmt: skip
+                raise ValueError(
+                    f"model.{name}: init = 'near_identity' needs {need}, got {width}; use init = "
+                    f"'gaussian' for another width"
+                )
             if width == 0 and self.d is not None:
                 self._resolve(**{name: self.d})
         return self
@@ -180,35 +182,41 @@ def _vit_sizes(hp: Hparams):
     return params, hp.L * (2 * hp.m_b + 2 * hp.m_a + 2 * hp.m + 2 * hp.L)
 
 
-PART_VIT = register(Model(
-    name="li2023-vit",
-    version=1,
-    config=Hparams,
-    init=init,
-    apply=apply,
-    trainable=lambda hp: ("W_Q", "W_K", "W_V", "W_O"),
-    groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("W_O",)},
-    sizes=_vit_sizes,
-))
+PART_VIT = register(
+    Model(
+        name="li2023-vit",
+        version=1,
+        config=Hparams,
+        init=init,
+        apply=apply,
+        trainable=lambda hp: ("W_Q", "W_K", "W_V", "W_O"),
+        groups=lambda hp: {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("W_O",)},
+        sizes=_vit_sizes,
+    )
+)
 
-PART_CNN = register(Model(
-    name="li2023-cnn",
-    version=1,
-    config=CNNHparams,
-    init=init_cnn,
-    apply=apply_cnn,
-    trainable=lambda hp: ("W_V", "W_O"),
-    groups=lambda hp: {"V": ("W_V",), "O": ("W_O",)},
-    sizes=lambda hp: (hp.m_a * hp.d + hp.m * hp.m_a + hp.m, hp.L * (hp.m_a + 2 * hp.m)),
-))
+PART_CNN = register(
+    Model(
+        name="li2023-cnn",
+        version=1,
+        config=CNNHparams,
+        init=init_cnn,
+        apply=apply_cnn,
+        trainable=lambda hp: ("W_V", "W_O"),
+        groups=lambda hp: {"V": ("W_V",), "O": ("W_O",)},
+        sizes=lambda hp: (hp.m_a * hp.d + hp.m * hp.m_a + hp.m, hp.L * (hp.m_a + 2 * hp.m)),
+    )
+)
 
-PART_LINEAR = register(Model(
-    name="li2023-linear",
-    version=1,
-    config=LinearHparams,
-    init=init_linear,
-    apply=apply_linear,
-    trainable=lambda hp: ("w", "b"),
-    groups=lambda hp: {"w": ("w", "b")},
-    sizes=lambda hp: (hp.d + 1, hp.d + 1),
-))
+PART_LINEAR = register(
+    Model(
+        name="li2023-linear",
+        version=1,
+        config=LinearHparams,
+        init=init_linear,
+        apply=apply_linear,
+        trainable=lambda hp: ("w", "b"),
+        groups=lambda hp: {"w": ("w", "b")},
+        sizes=lambda hp: (hp.d + 1, hp.d + 1),
+    )
+)

@@ -70,8 +70,23 @@ from attnlab.parts import Model, PartConfig, from_data, register
 LN_EPS = 1e-6
 TIMM_STD = 0.02
 
-BLOCK_PARAMS = ("ln1_g", "ln1_b", "W_Q", "b_Q", "W_K", "W_V", "b_V", "W_O", "b_O",
-                "ln2_g", "ln2_b", "W_1", "b_1", "W_2", "b_2")  # fmt: skip
+BLOCK_PARAMS = (
+    "ln1_g",
+    "ln1_b",
+    "W_Q",
+    "b_Q",
+    "W_K",
+    "W_V",
+    "b_V",
+    "W_O",
+    "b_O",
+    "ln2_g",
+    "ln2_b",
+    "W_1",
+    "b_1",
+    "W_2",
+    "b_2",
+)
 GROUPS = {
     "embed": ("W_E", "b_E", "pos", "cls"),
     "attn": ("W_Q", "b_Q", "W_K", "W_V", "b_V", "W_O", "b_O"),
@@ -96,12 +111,16 @@ class Hparams(PartConfig):
     pool: Literal["mean", "cls"] = Field("mean", description="mean over kept tokens, or a prepended CLS token")
     pos: Literal["learned", "none"] = Field("learned", description="learned positional embedding, or none")
     init: Literal["trunc_normal", "lecun", "he", "ntk"] = Field(
-        "trunc_normal", description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), N(0, 2/fan_in) (he), or "
-        "N(0, 1) with 1/√fan_in in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0"
+        "trunc_normal",
+        description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), N(0, 2/fan_in) (he), or "
+        "N(0, 1) with 1/√fan_in in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0",
     )
     qkv_bias: bool = Field(True, description="biases on the queries and values (timm's default; no key bias)")
-    alpha: PositiveFloat = Field(0.5, description="attention logits scaled by τ₀ = d_h^(−alpha): 0.5 is timm's "
-                                 "1/√d_h, 1 the d_m^(−1) scaling of Wu et al. 2023")
+    alpha: PositiveFloat = Field(
+        0.5,
+        description="attention logits scaled by τ₀ = d_h^(−alpha): 0.5 is timm's "
+        "1/√d_h, 1 the d_m^(−1) scaling of Wu et al. 2023",
+    )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
@@ -141,8 +160,16 @@ class Hparams(PartConfig):
 def weight_shapes(hp: Hparams) -> dict[str, tuple[tuple[int, ...], int]]:
     """name -> (shape, fan_in) of every weight drawn by the init scheme (the same for all options)."""
     D, n, m = hp.D, hp.depth, hp.d_mlp
-    return {"W_E": ((hp.d, D), hp.d), "W_Q": ((n, D, D), D), "W_K": ((n, D, D), D), "W_V": ((n, D, D), D),
-            "W_O": ((n, D, D), D), "W_1": ((n, D, m), D), "W_2": ((n, m, D), m), "w_head": ((D,), D)}  # fmt: skip
+    return {
+        "W_E": ((hp.d, D), hp.d),
+        "W_Q": ((n, D, D), D),
+        "W_K": ((n, D, D), D),
+        "W_V": ((n, D, D), D),
+        "W_O": ((n, D, D), D),
+        "W_1": ((n, D, m), D),
+        "W_2": ((n, m, D), m),
+        "w_head": ((D,), D),
+    }
 
 
 def _split_flat(z, shapes):
@@ -300,13 +327,15 @@ def sizes(hp: Hparams) -> tuple[int, int]:
     return params, act
 
 
-PART = register(Model(
-    name="vit",
-    version=1,
-    config=Hparams,
-    init=init,
-    apply=apply,
-    trainable=trainable,
-    groups=groups,
-    sizes=sizes,
-))
+PART = register(
+    Model(
+        name="vit",
+        version=1,
+        config=Hparams,
+        init=init,
+        apply=apply,
+        trainable=trainable,
+        groups=groups,
+        sizes=sizes,
+    )
+)

@@ -190,13 +190,15 @@ def sizes(hp: Hparams) -> tuple[int, int]:
     return n, act
 
 
-PART = register(Model(
-    name="wu2023",
-    version=1,
-    config=Hparams,
-    init=init,
-    apply=apply,
-    trainable=trainable,
-    groups=groups,
-    sizes=sizes,
-))
+PART = register(
+    Model(
+        name="wu2023",
+        version=1,
+        config=Hparams,
+        init=init,
+        apply=apply,
+        trainable=trainable,
+        groups=groups,
+        sizes=sizes,
+    )
+)

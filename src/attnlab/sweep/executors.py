@@ -146,8 +146,13 @@ class _Worker:
         before = train.PROGRAMS_BUILT["count"]
         t0 = time.perf_counter()
         table = fn(chunk)
-        stat = {"pid": os.getpid(), "built": train.PROGRAMS_BUILT["count"] > before, "seconds": time.perf_counter() - t0,
-                "cells": len(chunk.cells), "program": _program_key(chunk)}  # fmt: skip
+        stat = {
+            "pid": os.getpid(),
+            "built": train.PROGRAMS_BUILT["count"] > before,
+            "seconds": time.perf_counter() - t0,
+            "cells": len(chunk.cells),
+            "program": _program_key(chunk),
+        }
         return table, stat
 
 
@@ -386,7 +391,9 @@ def _report_damage(store: Store, cells: list[dict], chunks: list[Chunk], memory_
         sizes[part_name(grid.cell_id(c) for c in ch.cells)] = len(ch.cells)
     for d in store.damaged[since:]:
         n = d.cells if d.cells is not None else sizes.get(d.path.name)
-        what = f"its {n} cell(s) are trained again" if n is not None else "its cells (how many: unknown) are trained again"
+        what = (
+            f"its {n} cell(s) are trained again" if n is not None else "its cells (how many: unknown) are trained again"
+        )
         note = f"damaged part {d.path} ({d.reason}) was moved to {d.moved_to}; {what}"
         store.notes.append(note)
         print(f"warning: {note}", file=sys.stderr, flush=True)
@@ -414,8 +421,16 @@ def run_cells(
     todo = sum(len(ch.cells) for ch in chunks)
     if not todo:
         return 0
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
-               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]  # fmt: skip
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cells"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
     with Progress(*columns, disable=not progress, transient=False) as bar:
         task = bar.add_task(f"{len(chunks)} chunk(s)", total=todo, rate="")
         t0 = time.perf_counter()

@@ -95,9 +95,11 @@ def cell_memory(comp: Composition, static: dict, cells: list[dict], memory_budge
     one = comp.cell_bytes(static, top)
     if one > memory_budget:
         at = ", ".join(f"{s} = {top[s]:,}" for s in sizes)
-        raise AttnlabError(f"one cell needs ≈ {one / 1e9:.3g} GB (estimated from its shapes at {at}), more than "
-                           f"memory_budget_gb = {memory_budget / 1e9:.3g}; lower the sizes, or raise memory_budget_gb "
-                           f"if the machine has the memory")  # fmt: skip
+        raise AttnlabError(
+            f"one cell needs ≈ {one / 1e9:.3g} GB (estimated from its shapes at {at}), more than "
+            f"memory_budget_gb = {memory_budget / 1e9:.3g}; lower the sizes, or raise memory_budget_gb "
+            f"if the machine has the memory"
+        )
     return one
 
 

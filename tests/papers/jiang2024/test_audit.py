@@ -22,7 +22,8 @@ def test_the_dynamics_simulator_draws_the_experiments_design():
     assert all(np.array_equal(t, steps) for t in cols["trace_step"]) and len(cols["trace_V_signal"]) == len(cells)
     claims = {c.id: c for c in exp.analyse(cols, spec).claims}
     assert {k: c.outcome for k, c in claims.items()} == dict.fromkeys(
-        ("sparse-harmful", "stages-harmful", "sparse-benign", "stages-benign"), "pass")  # fmt: skip
+        ("sparse-harmful", "stages-harmful", "sparse-benign", "stages-benign"), "pass"
+    )
     # H0: attention stays uniform, and V, QK and attention move together
     h0 = {c.claim: c.h0.world for c in d.claims}
     flat = d.simulate(h0["sparse-benign"], d.noise, spec, cells, np.random.default_rng(1))

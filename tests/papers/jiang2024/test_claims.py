@@ -27,8 +27,14 @@ def fig1_columns(form_exponent, C, d=64, mu=None, seed=0, noise=0.2, reps=REPS, 
                 s = data.snr(m, sigma_p, d)
                 bend = curve * (np.log(s) - np.log(12)) ** 2
                 ok = np.log(n) + form_exponent * np.log(s) - bend + noise * rng.standard_normal() > np.log(C)
-                for k, x in (("data.mu", m), ("data.N", n), ("test_loss", 0.05 if ok else 0.7),
-                             ("status", "converged"), ("block", 0), ("rep", r)):  # fmt: skip
+                for k, x in (
+                    ("data.mu", m),
+                    ("data.N", n),
+                    ("test_loss", 0.05 if ok else 0.7),
+                    ("status", "converged"),
+                    ("block", 0),
+                    ("rep", r),
+                ):
                     cols[k].append(x)
     cols = {k: np.asarray(v) for k, v in cols.items()}
     cols["data.sigma_p"] = np.full(len(cols["data.mu"]), sigma_p)
@@ -61,8 +67,9 @@ def test_fig1_claims_pass_on_a_theory_shaped_grid():
 
 
 def test_fig1_curvature_fails_on_a_bent_boundary():
-    v = verdicts(get("jiang2024-fig1"), fig1_columns(2, 1000, curve=1.0, **SHARP), "cpu", n_boot=100,
-                 curvature_min_runs=0)  # fmt: skip
+    v = verdicts(
+        get("jiang2024-fig1"), fig1_columns(2, 1000, curve=1.0, **SHARP), "cpu", n_boot=100, curvature_min_runs=0
+    )
     assert v["curvature"].outcome == "fail", (v["curvature"].measured, v["curvature"].detail)
 
 
@@ -104,8 +111,9 @@ def test_fig1_benign_claim_fails_when_held_out_high_snr_cells_overfit_harmfully(
     cols = fig1_columns(2, 1000)
     snr = data.snr(cols["data.mu"], cols["data.sigma_p"], cols["data.d"])
     # the held-out half (odd repeats) well above the curve has test loss 0.7; the fit half is unchanged
-    cols["test_loss"] = np.where((cols["rep"] % 2 == 1) & (cols["data.N"] * snr**2 >= 4 * 1000 * 1.5), 0.7,
-                                 cols["test_loss"])  # fmt: skip
+    cols["test_loss"] = np.where(
+        (cols["rep"] % 2 == 1) & (cols["data.N"] * snr**2 >= 4 * 1000 * 1.5), 0.7, cols["test_loss"]
+    )
     v = verdicts(exp, cols, "cpu", n_boot=50)
     assert v["benign"].outcome == "fail" and v["harmful"].outcome == "pass", outcomes(v)
 
@@ -136,9 +144,15 @@ def fig3_columns(v_first=True, weak_wins=False, reps=6, M=3):
     traces = {}
     for regime in ("harmful", "benign"):
         for _ in range(reps):
-            for k, x in (("regime", regime), ("trace_step", t), ("train_loss", 0.01),
-                         ("test_loss", 0.7 if regime == "harmful" else 0.02), ("data.M", M), ("data.d", 256),
-                         ("data.sigma_p", 0.2)):  # fmt: skip
+            for k, x in (
+                ("regime", regime),
+                ("trace_step", t),
+                ("train_loss", 0.01),
+                ("test_loss", 0.7 if regime == "harmful" else 0.02),
+                ("data.M", M),
+                ("data.d", 256),
+                ("data.sigma_p", 0.2),
+            ):
                 cols[k].append(x)
             g = grow(tq + 10)
             dominant, other = (1 / 3 + 0.1 * g, 1 / 3 - 0.3 * g) if weak_wins else (1 / 3 + 0.4 * g, 1 / 3 - 0.2 * g)
@@ -147,11 +161,15 @@ def fig3_columns(v_first=True, weak_wins=False, reps=6, M=3):
                 "attn_signal_mean": dominant if regime == "benign" else other,
                 "attn_strong_mean": other if regime == "benign" else dominant,
                 "attn_weak_max_mean": weak,
-                "V_signal": 3 * grow(tv), "V_strong": 0.1 * grow(tv),
-                "qk_signal_signal": 2 * grow(tq), "qk_signal_strong": 0.1 * grow(tq),
-                "qk_strong_strong": 0.5 * grow(tq), "qk_strong_signal": 0 * t,
-                "qk_weak_signal": 0 * t, "qk_weak_strong": 0 * t,
-            }  # fmt: skip
+                "V_signal": 3 * grow(tv),
+                "V_strong": 0.1 * grow(tv),
+                "qk_signal_signal": 2 * grow(tq),
+                "qk_signal_strong": 0.1 * grow(tq),
+                "qk_strong_strong": 0.5 * grow(tq),
+                "qk_strong_signal": 0 * t,
+                "qk_weak_signal": 0 * t,
+                "qk_weak_strong": 0 * t,
+            }
             for k, x in series.items():
                 traces.setdefault(f"trace_{k}", []).append(x)
     out = {k: np.asarray(v, dtype=object if k == "trace_step" else None) for k, v in cols.items()}
@@ -195,8 +213,11 @@ def test_expand_is_the_grid_times_blocks_times_reps():
     spec = ExperimentSpec(
         data={"name": "jiang2024", "M": 4, "d": 12, "mu": ["1", 2.0], "N": [2, 4, 6]},
         model={"name": "jiang2024", "d_h": 6, "d_v": 5},
-        train={"lr": "0.5"}, seeds=2, reps=3, seed=7,
-    )  # fmt: skip
+        train={"lr": "0.5"},
+        seeds=2,
+        reps=3,
+        seed=7,
+    )
     cells = expand(spec)
     assert len(cells) == 2 * 3 * 2 * 3
     assert {(c["data.mu"], c["data.N"]) for c in cells} == {(m, n) for m in (1.0, 2.0) for n in (2, 4, 6)}

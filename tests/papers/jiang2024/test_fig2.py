@@ -67,8 +67,16 @@ def columns(exponent, C, reps=5, noise=0.05, seed=0):
     ok = np.log(N) + exponent * np.log(snr) + noise * rng.standard_normal(len(N)) > np.log(C)
     n = len(N)
     cols = {f"data.{k}": np.full(n, v, dtype=object if isinstance(v, str) else None) for k, v in SMALL.items()}
-    cols |= {"data.N": N, "snr": snr, "test_loss": np.where(ok, 0.05, 0.6), "status": np.full(n, "converged"),
-             "block": np.zeros(n, int), "rep": rep, "digit_rms": np.full(n, 8.9), "data.signal": snr * 28 / 8.9}  # fmt: skip
+    cols |= {
+        "data.N": N,
+        "snr": snr,
+        "test_loss": np.where(ok, 0.05, 0.6),
+        "status": np.full(n, "converged"),
+        "block": np.zeros(n, int),
+        "rep": rep,
+        "digit_rms": np.full(n, 8.9),
+        "data.signal": snr * 28 / 8.9,
+    }
     return cols
 
 
@@ -82,7 +90,8 @@ def test_analysis_passes_on_a_theory_shaped_boundary_and_fails_on_another_slope(
     v, summary = verdicts(columns(2, 40))  # boundary N·SNR² = 40: inside the grid for N = 2 … 20
     outcomes = {k: c.outcome for k, c in v.items()}
     assert {k: outcomes.pop(k) for k in ("slope", "form", "benign", "harmful")} == dict.fromkeys(
-        ("slope", "form", "benign", "harmful"), "pass"), v  # fmt: skip
+        ("slope", "form", "benign", "harmful"), "pass"
+    ), v
     assert outcomes == {"curvature": outcomes["curvature"]} and outcomes["curvature"] != "fail"  # a straight line
     assert abs(v["slope"].measured["slope"] + 2) < 0.3
     assert "C" not in v and summary["C claim"].startswith("not judged")

@@ -76,7 +76,9 @@ def test_the_diagram_simulator_draws_the_staged_design(exp_id):
     points = {(c[exp.axis], c["data.N"]) for c in plain}
     assert set(zip(cols[exp.axis][grid], cols["data.N"][grid], strict=True)) == points
     floor = cols["stage"] == "floor"
-    assert floor.sum() == (grid.sum() if exp.axis.startswith("data.") else len({(c["data.N"], c["rep"]) for c in plain}))
+    assert floor.sum() == (
+        grid.sum() if exp.axis.startswith("data.") else len({(c["data.N"], c["rep"]) for c in plain})
+    )
     assert set(cols["model.name"][floor]) == {"li2023-linear"}
     assert sorted(set(cols["rep"][grid])) == list(range(spec.reps)) and set(cols["block"][grid]) == {0}
     # outcomes on both sides of the boundary; stop steps on the stopping check, capped runs censored
@@ -136,8 +138,10 @@ def test_the_images_simulator_draws_both_stages_and_every_variant():
     for k in ("stage", "init", "data.alpha_star", "data.sparsify", "block", "rep"):
         assert cols[k].tolist() == [c[k] for c in cells], k
     ft = cols["stage"] == "finetune"
-    pairs = {(i, a, s) for i, a, s in zip(cols["init"][ft], cols["data.alpha_star"][ft], cols["data.sparsify"][ft],
-                                          strict=True)}  # fmt: skip
+    pairs = {
+        (i, a, s)
+        for i, a, s in zip(cols["init"][ft], cols["data.alpha_star"][ft], cols["data.sparsify"][ft], strict=True)
+    }
     alphas = spec.data["alpha_star"]
     assert pairs == {
         (i, a, s) for i in ("pretrained", "scratch") for a in alphas for s in (False, True) if a < 1 or not s
@@ -218,8 +222,9 @@ def test_fig1_line_is_descriptive_since_its_r2_passes_a_fourth_power_law():
     spec = spec_of(exp, "cpu")
     line = next(ca for ca in exp.audit.claims if ca.claim == "line")
     assert line.h0.world["p"] == 4.0
-    claims = [{c.id: c for c in exp.analyse(simulate(exp, spec, line.h0.world, k), spec).claims}["line"]
-              for k in range(20)]  # fmt: skip
+    claims = [
+        {c.id: c for c in exp.analyse(simulate(exp, spec, line.h0.world, k), spec).claims}["line"] for k in range(20)
+    ]
     assert {c.outcome for c in claims} == {"descriptive"} and "false pass 0.88" in claims[0].detail
     assert sum((c.measured.get("r2") or 0) >= 0.9 and (c.measured["b_ci95"][0] or -1) > 0 for c in claims) >= 10
 
@@ -231,8 +236,12 @@ def test_the_batched_column_bootstrap_gives_the_loops_replicates():
         s = rng.random(len(N)) < 1 / (1 + np.exp(-steep * (np.log(N) - np.log(40))))
         col = phase.column(0.1, N, s, 60, np.random.default_rng(7))
         r = np.random.default_rng(7)
-        loop = np.array([phase._crossing(np.log(N[i]), s[i].astype(float)) for i in (r.integers(0, len(s), len(s))
-                                                                                      for _ in range(60))])  # fmt: skip
+        loop = np.array(
+            [
+                phase._crossing(np.log(N[i]), s[i].astype(float))
+                for i in (r.integers(0, len(s), len(s)) for _ in range(60))
+            ]
+        )
         assert np.array_equal(np.isnan(loop), np.isnan(col.boots))
         np.testing.assert_allclose(col.boots[np.isfinite(loop)], loop[np.isfinite(loop)], rtol=1e-8)
 

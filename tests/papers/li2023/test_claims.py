@@ -142,8 +142,14 @@ def lr_runs(table):
     """Validation runs: rows (lr, test_error, test_loss, status)."""
     lr, err, loss, status = (np.array(v) for v in zip(*table, strict=True))
     n = len(lr)
-    return {"train.lr": lr, "test_error": err, "test_loss": loss, "status": status.astype(object),
-            "data.alpha_star": np.full(n, 0.16), "data.N": np.full(n, 40)}  # fmt: skip
+    return {
+        "train.lr": lr,
+        "test_error": err,
+        "test_loss": loss,
+        "status": status.astype(object),
+        "data.alpha_star": np.full(n, 0.16),
+        "data.N": np.full(n, 40),
+    }
 
 
 def test_choose_lr_lowest_error_then_loss_skipping_diverged():
@@ -179,10 +185,14 @@ def test_diagram_cells_tune_the_lr_on_a_separate_stage_first():
     def run(cells):
         seen.append(cells)
         lr = np.array([c["train.lr"] for c in cells])
-        return {"train.lr": lr, "test_error": np.where(lr == 0.2, 0.0, 0.3), "test_loss": np.full(len(lr), 0.1),
-                "status": np.full(len(lr), "converged", object),
-                "data.alpha_star": np.array([c["data.alpha_star"] for c in cells]),
-                "data.N": np.array([c["data.N"] for c in cells])}  # fmt: skip
+        return {
+            "train.lr": lr,
+            "test_error": np.where(lr == 0.2, 0.0, 0.3),
+            "test_loss": np.full(len(lr), 0.1),
+            "status": np.full(len(lr), "converged", object),
+            "data.alpha_star": np.array([c["data.alpha_star"] for c in cells]),
+            "data.N": np.array([c["data.N"] for c in cells]),
+        }
 
     cells = exp.cells(spec, run)
     (tune,) = seen
@@ -227,18 +237,31 @@ def diagram_columns(p, C, T_power=1.0, alpha=ALPHA, L=50, seed=0, tune=True):
     a, n, ok = phase_grid(p, C, alpha=alpha, seed=seed)
     m = len(a)
     T = np.round(3.0 * a**-T_power * np.exp(0.1 * rng.standard_normal(m))).astype(int)
-    cols = {"stage": np.full(m, "grid", object), "data.alpha_star": a, "data.N": n,
-            "test_error": np.where(ok, 0.0, 0.1), "test_loss": np.where(ok, 0.01, 0.4),
-            "status": np.full(m, "converged", object), "stop_step": T, "train.lr": np.full(m, 0.2)}  # fmt: skip
+    cols = {
+        "stage": np.full(m, "grid", object),
+        "data.alpha_star": a,
+        "data.N": n,
+        "test_error": np.where(ok, 0.0, 0.1),
+        "test_loss": np.where(ok, 0.01, 0.4),
+        "status": np.full(m, "converged", object),
+        "stop_step": T,
+        "train.lr": np.full(m, 0.2),
+    }
     # τ = 0.02: every column free of the mean-token floor (z = 2.5 … 5 per net token), so the laws are judged
     data = {"name": "li2023", "M": 6, "d": 24, "L": L, "tau": 0.02, "noise": "coord", "n_test": 50}
     cols |= {f"data.{k}": np.full(m, v, object if isinstance(v, str) else None) for k, v in data.items()}
     cols["data.alpha_hash"] = a / 6  # as every expanded cell has it
     if tune:
-        t = {"stage": ["tune"] * 4, "data.alpha_star": [0.16] * 4, "data.N": [40] * 4,
-             "train.lr": [0.05, 0.05, 0.2, 0.2], "test_error": [0.2, 0.1, 0.0, 0.0],
-             "test_loss": [0.5, 0.4, 0.02, 0.03], "status": ["cap"] * 2 + ["converged"] * 2,
-             "stop_step": [100, 100, 30, 40]}  # fmt: skip
+        t = {
+            "stage": ["tune"] * 4,
+            "data.alpha_star": [0.16] * 4,
+            "data.N": [40] * 4,
+            "train.lr": [0.05, 0.05, 0.2, 0.2],
+            "test_error": [0.2, 0.1, 0.0, 0.0],
+            "test_loss": [0.5, 0.4, 0.02, 0.03],
+            "status": ["cap"] * 2 + ["converged"] * 2,
+            "stop_step": [100, 100, 30, 40],
+        }
         cols = {k: np.concatenate([np.asarray(t[k], dtype=v.dtype) if k in t else v[:4], v]) for k, v in cols.items()}
     return cols
 
@@ -250,7 +273,8 @@ def test_fig1_claims_pass_on_a_theory_shaped_diagram():
     exp = get("li2023-fig1")
     an = exp.analyse(diagram_columns(2, 1.0), exp.spec("smoke", FIG1_SETS))
     assert outcomes(an.claims) == dict.fromkeys(("exponent", "likelihood", "iterations"), "pass") | {
-        "line": "descriptive"}, {c.id: (c.outcome, c.measured, c.detail) for c in an.claims}  # fmt: skip
+        "line": "descriptive"
+    }, {c.id: (c.outcome, c.measured, c.detail) for c in an.claims}
     line = {c.id: c for c in an.claims}["line"]
     assert line.measured["r2"] > 0.9 and "does not separate" in line.detail and "false pass 0.88" in line.detail
     s = an.summary
@@ -358,9 +382,14 @@ def fig3_columns(q=1.5, plateau=None, reps=8, seed=0):
     m = len(rows)
     steps = np.empty(m, object)  # as a list column reads back from parquet: one array per row
     steps[:] = [t] * m
-    return {"trace_step": steps, "trace_attn_relevant": np.array(rows),
-            "trace_attn_entropy": np.array([np.log(12) * (1 - 0.5 * a) for a in rows]), "test_error": np.zeros(m),
-            "data.L": np.full(m, 12), "id": np.array([f"c{i}" for i in range(m)])}  # fmt: skip
+    return {
+        "trace_step": steps,
+        "trace_attn_relevant": np.array(rows),
+        "trace_attn_entropy": np.array([np.log(12) * (1 - 0.5 * a) for a in rows]),
+        "test_error": np.zeros(m),
+        "data.L": np.full(m, 12),
+        "id": np.array([f"c{i}" for i in range(m)]),
+    }
 
 
 def fig3_claims(cols, *sets):
@@ -399,6 +428,7 @@ def test_fig3_rate_fails_on_an_exponential_rise_to_a_low_plateau():
     assert an.summary["first t with mean A ≥ near_one"] is None
     assert an.summary["A_inf (fitted)"]["mean"] == pytest.approx(0.7, abs=0.005)
     assert an.summary["q"]["ci95"][0] > 1.5
+
 
 def plateau_columns(q, A_inf=0.95, t1=20.0, reps=8, jitter=0.03, seed=0):
     """The audit's theory shape: A(t) = A_∞ − (A_∞ − 0.54)(1 + t/t₁)^−q, a plateau below 1, with

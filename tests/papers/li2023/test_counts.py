@@ -38,9 +38,14 @@ def test_explicit_confusion_counts_and_alpha_snapping():
     assert (s.alpha_star, s.alpha_hash) == (0.18, 0.0)
     assert ldata.Spec(alpha_star=0.15, L=50).alpha_star == 0.14  # 7.5 tokens: ties round down, α snapped to 7/50
     assert ldata.Spec(alpha_star=0.3, counts="binomial").alpha_hash == pytest.approx(0.05)  # binomial: α is a rate
-    for bad, field in ((dict(n_star=9, alpha_star=0.2), "n_star"), (dict(n_star=9, n_hash=1, alpha_hash=0.02), "n_hash"),
-                       (dict(n_star=60, L=50), "n_star"), (dict(n_star=3, n_hash=3), "alpha_star"),
-                       (dict(n_star=30, n_hash=25, L=50), "alpha_hash"), (dict(n_star=3, counts="binomial"), "n_star")):  # fmt: skip
+    for bad, field in (
+        (dict(n_star=9, alpha_star=0.2), "n_star"),
+        (dict(n_star=9, n_hash=1, alpha_hash=0.02), "n_hash"),
+        (dict(n_star=60, L=50), "n_star"),
+        (dict(n_star=3, n_hash=3), "alpha_star"),
+        (dict(n_star=30, n_hash=25, L=50), "alpha_hash"),
+        (dict(n_star=3, counts="binomial"), "n_star"),
+    ):
         with pytest.raises(ValueError, match=f"data.{field}"):
             ldata.Spec(**bad)
 
@@ -51,8 +56,9 @@ def test_a_grid_of_counts_needs_strictly_increasing_net_counts():
     spec = ok.model_copy(update={"data": {k: v for k, v in ok.data.items() if k != "alpha_star"} | {"n_star": [5, 6]}})
     with pytest.raises(AttnlabError, match=r"data.n_star: .*\(5, 0\) and \(6, 1\) have net counts 5 and 5"):
         exp.cells(spec)
-    spec = ok.model_copy(update={"data": {k: v for k, v in ok.data.items() if k != "alpha_star"} | {"n_star": [5, 7],
-                                                                                                   "n_hash": 2}})  # fmt: skip
+    spec = ok.model_copy(
+        update={"data": {k: v for k, v in ok.data.items() if k != "alpha_star"} | {"n_star": [5, 7], "n_hash": 2}}
+    )
     with pytest.raises(AttnlabError, match=r"data.n_hash: n_#/n_\* = 2/5 exceeds 0.184"):
         exp.cells(spec)
     for sid in ("li2023-fig1", "li2023-fig2", "li2023-fig1-protocol", "li2023-fig1-theorem"):
@@ -60,14 +66,27 @@ def test_a_grid_of_counts_needs_strictly_increasing_net_counts():
             e = get(sid)
             grid = e.cells(e.spec(scale, ["reps=1"]))
             phase.check_counts(grid, 1 / (2 * np.e))  # every shipped grid is exact
-            nets = sorted({(c["data.alpha_star"], round(c["data.alpha_star"] * c["data.L"]) -
-                            round(c["data.alpha_hash"] * c["data.L"])) for c in grid})  # fmt: skip
+            nets = sorted(
+                {
+                    (
+                        c["data.alpha_star"],
+                        round(c["data.alpha_star"] * c["data.L"]) - round(c["data.alpha_hash"] * c["data.L"]),
+                    )
+                    for c in grid
+                }
+            )
             assert all(b[1] > a[1] for a, b in zip(nets, nets[1:], strict=False)), (sid, scale, nets)
 
 
-@pytest.mark.parametrize(("noise", "tau", "d", "L", "n_star", "noisy_frac"),
-                         [("coord", 0.2, 100, 50, 8, 0.0), ("gaussian", 1.0, 40, 30, 6, 0.0),
-                          ("ball", 0.5, 20, 40, 7, 0.0), ("coord", 0.15, 60, 50, 9, 0.2)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("noise", "tau", "d", "L", "n_star", "noisy_frac"),
+    [
+        ("coord", 0.2, 100, 50, 8, 0.0),
+        ("gaussian", 1.0, 40, 30, 6, 0.0),
+        ("ball", 0.5, 20, 40, 7, 0.0),
+        ("coord", 0.15, 60, 50, 9, 0.2),
+    ],
+)
 def test_the_mean_token_margin_matches_a_monte_carlo_of_the_generator(noise, tau, d, L, n_star, noisy_frac):
     """y·(x̄₁ − x̄₂) over fresh samples has mean/sd = z, and the best linear rule's error Φ(−z)."""
     s = ldata.Spec(n_star=n_star, L=L, d=d, tau=tau, noise=noise, noisy_frac=noisy_frac, noisy_tau=0.4)
@@ -84,6 +103,8 @@ def test_the_mean_token_margin_matches_a_monte_carlo_of_the_generator(noise, tau
 def test_the_margin_of_the_cpu_grid_is_the_issue_arithmetic():
     """z = (n_* − n_#)/(τ√(2L)) at τ = 0.2, L = 50 (per-coordinate noise): net/2."""
     for n_star, z in ((6, 2.5), (8, 3.5), (9, 4.0), (13, 5.5)):
-        assert ldata.margin_of(ldata.Spec(n_star=n_star, L=50, d=100, tau=0.2, noise="coord").model_dump()) == pytest.approx(z)
+        assert ldata.margin_of(
+            ldata.Spec(n_star=n_star, L=50, d=100, tau=0.2, noise="coord").model_dump()
+        ) == pytest.approx(z)
     assert ldata.floor_success(3.0, 1000) == pytest.approx(0.26, abs=0.01)
     assert ldata.floor_success(4.0, 1000) == pytest.approx(0.97, abs=0.01)

@@ -103,18 +103,36 @@ def _cols(acc_of):
         for b in range(3):
             for a in (0.5625, 0.75, 1.0):
                 for sp in (False, True) if a < 1 else (False,):
-                    rows.append({"stage": "finetune", "init": init, "block": b, "rep": 0, "data.alpha_star": a,
-                                 "data.sparsify": sp, "test_error": 1 - acc_of(a, sp, b), "train_error": 0.0,
-                                 "data.dataset": "mnist", "data.classes": "3,8", "data.N": 16, "data.patch": 7,
-                                 "data.crop": 0, "data.border": 0})  # fmt: skip
+                    rows.append(
+                        {
+                            "stage": "finetune",
+                            "init": init,
+                            "block": b,
+                            "rep": 0,
+                            "data.alpha_star": a,
+                            "data.sparsify": sp,
+                            "test_error": 1 - acc_of(a, sp, b),
+                            "train_error": 0.0,
+                            "data.dataset": "mnist",
+                            "data.classes": "3,8",
+                            "data.N": 16,
+                            "data.patch": 7,
+                            "data.crop": 0,
+                            "data.border": 0,
+                        }
+                    )
     return {k: np.array([r[k] for r in rows]) for k in rows[0]}
 
 
 def test_claims_follow_the_measurements():
     spec = EXP.spec("smoke").model_copy(update={"min_seeds": {}})  # every claim judged at 3 blocks
     good = EXP.analyse(_cols(lambda a, sp, b: 0.5 + 0.4 * a + (0.1 if sp else 0) + 0.01 * b), spec)
-    assert {c.id: c.outcome for c in good.claims} == {"rises": "pass", "sparsify": "pass", "rises-scratch": "pass",
-                                                      "sparsify-scratch": "pass"}  # fmt: skip
+    assert {c.id: c.outcome for c in good.claims} == {
+        "rises": "pass",
+        "sparsify": "pass",
+        "rises-scratch": "pass",
+        "sparsify-scratch": "pass",
+    }
     assert good.claims[0].measured["slope"] == pytest.approx(0.4, abs=1e-4)
     assert good.claims[1].measured["mean"] == pytest.approx(0.1, abs=1e-4)
     bad = EXP.analyse(_cols(lambda a, sp, b: 0.95 - 0.4 * a - (0.1 if sp else 0) + 0.01 * b), spec)
@@ -126,8 +144,16 @@ def test_smoke_on_the_cifar_fixture(tmp_path):
     counts, tcounts = np.bincount(y, minlength=10), np.bincount(yt, minlength=10)
     order = np.argsort(-(counts * (tcounts > 0)), kind="stable")
     a, b, c, d = order[:4]
-    sets = [f"data.cifar_dir={root}", f"data.classes={a}v{b}", f"pretrain_classes={c}v{d}", "data.pool=0",
-            "data.N=4", "data.n_test=2", "pretrain_N=4", "data.spurious_pool=5"]  # fmt: skip
+    sets = [
+        f"data.cifar_dir={root}",
+        f"data.classes={a}v{b}",
+        f"pretrain_classes={c}v{d}",
+        "data.pool=0",
+        "data.N=4",
+        "data.n_test=2",
+        "pretrain_N=4",
+        "data.spurious_pool=5",
+    ]
     out = tmp_path / "res"
     v = reproduce(EXP, "smoke", out, sets, progress=False)
     assert v["cells"] == v["cells_trained_now"] == 1 + 2 * 2 * 3 and len(v["claims"]) == 4
@@ -145,8 +171,12 @@ def test_pretrained_claims_are_descriptive_below_their_min_seeds():
     sparsify 6): reported, not judged; from scratch they are judged."""
     good = EXP.analyse(_cols(lambda a, sp, b: 0.5 + 0.4 * a + (0.1 if sp else 0) + 0.01 * b), EXP.spec("smoke"))
     c = {c.id: c for c in good.claims}
-    assert {k: v.outcome for k, v in c.items()} == {"rises": "descriptive", "sparsify": "descriptive",
-                                                    "rises-scratch": "pass", "sparsify-scratch": "pass"}  # fmt: skip
+    assert {k: v.outcome for k, v in c.items()} == {
+        "rises": "descriptive",
+        "sparsify": "descriptive",
+        "rises-scratch": "pass",
+        "sparsify-scratch": "pass",
+    }
     assert "below 4 seed blocks (this run: 3)" in c["rises"].detail and "below 6" in c["sparsify"].detail
     assert c["rises"].measured["slope"] == pytest.approx(0.4, abs=1e-4)  # still measured
     spec = EXP.spec("smoke").model_copy(update={"min_seeds": fig5.MIN_SEEDS | {"rises": 3}})

@@ -216,8 +216,15 @@ def test_parts_trainable_groups_and_sizes():
     assert model.PART_VIT.groups(None) == {"QK": ("W_Q", "W_K"), "V": ("W_V",), "O": ("W_O",)}
     assert set(model.PART_VIT.config.fields()) == {"m", "m_a", "m_b", "init", "sigma", "delta", "a_scale"}
     assert set(model.PART_CNN.config.fields()) == {"m", "m_a", "init", "sigma", "a_scale"}
-    assert model.Hparams().model_dump() == {"m": 64, "m_a": 0, "init": "near_identity", "sigma": 0.1,
-                                            "a_scale": "sqrt", "m_b": 0, "delta": 0.1}  # L, d: the data's, unset
+    assert model.Hparams().model_dump() == {
+        "m": 64,
+        "m_a": 0,
+        "init": "near_identity",
+        "sigma": 0.1,
+        "a_scale": "sqrt",
+        "m_b": 0,
+        "delta": 0.1,
+    }  # L, d: the data's, unset
     hp = model.PART_VIT.hparams(model.Hparams().model_dump(), shape)
     assert (hp.m, hp.m_a, hp.m_b, hp.init, hp.a_scale) == (64, D, D, "near_identity", "sqrt")
 

@@ -13,12 +13,17 @@ from attnlab.experiments.li2023 import phase, regimes, settle
 
 def test_each_fig1_regime_is_its_own_id():
     ids = {e: get(e).regime for e in ("li2023-fig1", "li2023-fig1-protocol", "li2023-fig1-theorem")}
-    assert ids == {"li2023-fig1": "investigation", "li2023-fig1-protocol": "protocol",
-                   "li2023-fig1-theorem": "theorem"}  # fmt: skip
+    assert ids == {"li2023-fig1": "investigation", "li2023-fig1-protocol": "protocol", "li2023-fig1-theorem": "theorem"}
     p = get("li2023-fig1-protocol").spec("cpu")
     assert (p.data["M"], p.data["d"], p.data["L"], p.data["noise"], p.data["tau"]) == (20, 20, 50, "ball", 0.2)
-    assert (p.model["init"], p.model["m"], p.train["loss"], p.train["lr"], p.train["batch_size"], p.train["max_steps"]) \
-        == ("near_identity", 64, "hinge", 0.05, 32, 500) and not p.tune_lr  # fmt: skip
+    assert (
+        p.model["init"],
+        p.model["m"],
+        p.train["loss"],
+        p.train["lr"],
+        p.train["batch_size"],
+        p.train["max_steps"],
+    ) == ("near_identity", 64, "hinge", 0.05, 32, 500) and not p.tune_lr
 
 
 def test_the_theorem_regime_satisfies_the_theorems_hypotheses_on_its_spec():
@@ -26,8 +31,13 @@ def test_the_theorem_regime_satisfies_the_theorems_hypotheses_on_its_spec():
     for scale in ("cpu", "paper"):
         held = regimes.hypotheses(exp.spec(scale))
         assert len(held) == 5 and all(h["holds"] for h in held), held
-    broken = {"loss=logistic": "hinge loss", "tau=0.5": "ball noise", "m=16": "m ≥ M²", "one_pass=false": "one-pass",
-              "init=gaussian": "near-identity"}  # fmt: skip
+    broken = {
+        "loss=logistic": "hinge loss",
+        "tau=0.5": "ball noise",
+        "m=16": "m ≥ M²",
+        "one_pass=false": "one-pass",
+        "init=gaussian": "near-identity",
+    }
     for s, name in broken.items():
         sets = [s] + (["m_a=32", "m_b=32"] if s == "init=gaussian" else [])
         failed = [h["hypothesis"] for h in regimes.hypotheses(exp.spec("cpu", sets)) if not h["holds"]]
@@ -39,7 +49,9 @@ def test_one_pass_cells_take_N_over_b_steps():
     spec = exp.spec("cpu", ["reps=1"])
     for c in exp.cells(spec):
         assert c["train.max_steps"] == -(-c["data.N"] // 16)
-    assert {c["train.max_steps"] for c in get("li2023-fig1").cells(get("li2023-fig1").spec("cpu", ["reps=1"]))} == {1000}
+    assert {c["train.max_steps"] for c in get("li2023-fig1").cells(get("li2023-fig1").spec("cpu", ["reps=1"]))} == {
+        1000
+    }
 
 
 def test_the_theorem_claims_leave_the_theorem_regime_when_a_hypothesis_fails():
@@ -47,7 +59,9 @@ def test_the_theorem_claims_leave_the_theorem_regime_when_a_hypothesis_fails():
     cols = theorem_columns()
     ok = exp.analyse(cols, exp.spec("smoke", ["n_boot=50", "oracle_n=50"]))
     o = {c.id: c.outcome for c in ok.claims}
-    assert {o[k] for k in ("success-N", "success-alpha", "attention-rises", "nc-grows", "iterations-fall")} == {"pass"}, o
+    assert {o[k] for k in ("success-N", "success-alpha", "attention-rises", "nc-grows", "iterations-fall")} == {
+        "pass"
+    }, o
     assert {c.regime for c in ok.claims} == {"theorem"}
     bad = exp.analyse(cols, exp.spec("smoke", ["n_boot=50", "oracle_n=50", "loss=logistic"]))
     assert {c.regime for c in bad.claims} == {"investigation"}
@@ -64,13 +78,24 @@ def theorem_columns(seed=0):
     m = len(a)
     T = np.round(4.0 / a * np.exp(0.1 * rng.standard_normal(m)))
     cap = -(-N // 8)
-    cols = {"stage": np.full(m, "grid", object), "data.alpha_star": a, "data.alpha_hash": np.where(a > 0.3, 1 / 12, 0.0),
-            "data.N": N, "data.L": np.full(m, 12), "data.d": np.full(m, 24), "data.M": np.full(m, 4),
-            "data.tau": np.full(m, 0.2), "data.noise": np.full(m, "ball", object), "data.n_test": np.full(m, 50),
-            "test_error": np.where(ok, 0.0, 0.1), "test_loss": np.where(ok, 0.01, 0.4),
-            "status": np.where(T <= cap, "converged", "cap").astype(object), "stop_step": np.minimum(T, cap),
-            "train.lr": np.full(m, 0.5),
-            "trace_attn_relevant": np.array([np.array([0.3, 0.3 + 0.1 * x]) for x in a], object)}  # fmt: skip
+    cols = {
+        "stage": np.full(m, "grid", object),
+        "data.alpha_star": a,
+        "data.alpha_hash": np.where(a > 0.3, 1 / 12, 0.0),
+        "data.N": N,
+        "data.L": np.full(m, 12),
+        "data.d": np.full(m, 24),
+        "data.M": np.full(m, 4),
+        "data.tau": np.full(m, 0.2),
+        "data.noise": np.full(m, "ball", object),
+        "data.n_test": np.full(m, 50),
+        "test_error": np.where(ok, 0.0, 0.1),
+        "test_loss": np.where(ok, 0.01, 0.4),
+        "status": np.where(T <= cap, "converged", "cap").astype(object),
+        "stop_step": np.minimum(T, cap),
+        "train.lr": np.full(m, 0.5),
+        "trace_attn_relevant": np.array([np.array([0.3, 0.3 + 0.1 * x]) for x in a], object),
+    }
     return cols
 
 
@@ -133,8 +158,12 @@ def settle_rows(p_by, seed=0):
     out = {}
     for name, p in p_by.items():
         C = np.exp(np.median(np.log(n) + p * np.log(a)))
-        out[name] = {"alpha": a, "N": n, "unit": units,
-                     "success": np.log(n) + p * np.log(a) + 0.4 * (e + 0.5 * rng.standard_normal(len(a))) > np.log(C)}
+        out[name] = {
+            "alpha": a,
+            "N": n,
+            "unit": units,
+            "success": np.log(n) + p * np.log(a) + 0.4 * (e + 0.5 * rng.standard_normal(len(a))) > np.log(C),
+        }
     return out
 
 
@@ -169,8 +198,12 @@ def test_settle_claims_read_each_pair_in_either_order():
     spec = exp.spec("cpu")
     learner = lambda p, ll: {"exponent": {"p": p, "ci95": [p - 0.4, p + 0.4], "loglik p=2 minus p=4": ll}}
     pair = lambda v, lo, hi: {"vit − cnn": {"value": v, "ci95": [lo, hi], "ci99": [lo - 0.2, hi + 0.2]}}
-    results = {"floor": {"learners": {"vit": learner(2.0, 6.0), "cnn": learner(4.0, -8.0)},
-                         "differences of p (paired)": pair(-2.0, -2.6, -1.3)}}  # fmt: skip
+    results = {
+        "floor": {
+            "learners": {"vit": learner(2.0, 6.0), "cnn": learner(4.0, -8.0)},
+            "differences of p (paired)": pair(-2.0, -2.6, -1.3),
+        }
+    }
     (vit, cnn) = exp._claims(results, spec)
     assert vit.id == "floor-vit-exponent" and vit.outcome == "pass"
     assert cnn.id == "floor-cnn-steeper" and cnn.outcome == "pass" and cnn.measured["ci99"] == [1.1, 2.8]
@@ -185,14 +218,22 @@ def test_settle_same_law_is_reported_unless_judged():
     exp = get("li2023-settle")
     learner = lambda p, ll: {"exponent": {"p": p, "ci95": [p - 0.4, p + 0.4], "loglik p=2 minus p=4": ll}}
     same = {"vit − linear": {"value": 0.3, "ci95": [-0.5, 1.1], "ci99": [-0.7, 1.3]}}
-    results = {"free": {"learners": {"vit": learner(4.5, -30.0), "linear": learner(4.3, -25.0)},
-                        "differences of p (paired)": same}}  # fmt: skip
+    results = {
+        "free": {
+            "learners": {"vit": learner(4.5, -30.0), "linear": learner(4.3, -25.0)},
+            "differences of p (paired)": same,
+        }
+    }
     law, reported = exp._claims(results, exp.spec("cpu"))
     assert law.outcome == "fail" and reported.id == "free-same-as-linear"
-    assert reported.outcome == "descriptive" and reported.measured["rule_outcome"] == "pass" and "0.76" in reported.detail
+    assert (
+        reported.outcome == "descriptive" and reported.measured["rule_outcome"] == "pass" and "0.76" in reported.detail
+    )
     (_, judged) = exp._claims(results, exp.spec("cpu", ["judge_same_law=true"]))
     assert judged.outcome == "pass"
     far = {"vit − linear": {"value": -2.5, "ci95": [-3.0, -2.0], "ci99": [-3.2, -1.8]}}
-    (_, judged) = exp._claims(results | {"free": results["free"] | {"differences of p (paired)": far}},
-                              exp.spec("cpu", ["judge_same_law=true"]))  # fmt: skip
+    (_, judged) = exp._claims(
+        results | {"free": results["free"] | {"differences of p (paired)": far}},
+        exp.spec("cpu", ["judge_same_law=true"]),
+    )
     assert judged.outcome == "fail"

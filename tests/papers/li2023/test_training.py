@@ -17,12 +17,20 @@ def li_cells(model: str, **train):
     if model == "li2023-linear":
         model_fields = {"name": model}
     spec = ExperimentSpec(
-        data={"name": "li2023", "M": 5, "d": 6, "L": 8, "alpha_star": 0.5, "tau": 0.3, "N": [10, 7],
-              "n_test": 20},
+        data={"name": "li2023", "M": 5, "d": 6, "L": 8, "alpha_star": 0.5, "tau": 0.3, "N": [10, 7], "n_test": 20},
         model=model_fields,
-        train={"loss": "hinge", "optimizer": "gd", "lr": 0.2, "batch_size": 4, "stop_every": 2,
-               "loss_threshold": 1e-9, "max_steps": 25, "dtype": "float64"} | train,
-    )  # fmt: skip
+        train={
+            "loss": "hinge",
+            "optimizer": "gd",
+            "lr": 0.2,
+            "batch_size": 4,
+            "stop_every": 2,
+            "loss_threshold": 1e-9,
+            "max_steps": 25,
+            "dtype": "float64",
+        }
+        | train,
+    )
     return expand(spec)
 
 

@@ -70,8 +70,16 @@ def reference_f(params, X, hp, keep=None):
     """f(X) token by token and head by head; returns (f, φ (depth, H, L', L'))."""
     P = {k: np.asarray(v, np.float64) for k, v in params.items()}
     if hp.init == "ntk":  # N(0, 1) weights, 1/√fan_in in the forward pass
-        fan_in = {"W_E": hp.d, "W_Q": hp.D, "W_K": hp.D, "W_V": hp.D, "W_O": hp.D, "W_1": hp.D,
-                  "W_2": int(hp.mlp_ratio * hp.D), "w_head": hp.D}  # fmt: skip
+        fan_in = {
+            "W_E": hp.d,
+            "W_Q": hp.D,
+            "W_K": hp.D,
+            "W_V": hp.D,
+            "W_O": hp.D,
+            "W_1": hp.D,
+            "W_2": int(hp.mlp_ratio * hp.D),
+            "w_head": hp.D,
+        }
         P |= {k: P[k] / math.sqrt(f) for k, f in fan_in.items()}
     X = np.asarray(X, np.float64)
     keep = np.ones(len(X), bool) if keep is None else np.asarray(keep)
@@ -127,13 +135,30 @@ def test_parameter_names_shapes_groups_and_sizes():
     p = shapes_of(hparams(pool="cls"))
     D, n, m, Lp = 8, 2, 16, 6
     assert {k: v.shape for k, v in p.items()} == {
-        "W_E": (6, D), "b_E": (D,), "pos": (Lp, D), "cls": (D,),
-        "ln1_g": (n, D), "ln1_b": (n, D), "ln2_g": (n, D), "ln2_b": (n, D),
-        "W_Q": (n, D, D), "W_K": (n, D, D), "W_V": (n, D, D), "W_O": (n, D, D),
-        "b_Q": (n, D), "b_V": (n, D), "b_O": (n, D),
-        "W_1": (n, D, m), "b_1": (n, m), "W_2": (n, m, D), "b_2": (n, D),
-        "lnf_g": (D,), "lnf_b": (D,), "w_head": (D,), "b_head": (),
-    }  # fmt: skip
+        "W_E": (6, D),
+        "b_E": (D,),
+        "pos": (Lp, D),
+        "cls": (D,),
+        "ln1_g": (n, D),
+        "ln1_b": (n, D),
+        "ln2_g": (n, D),
+        "ln2_b": (n, D),
+        "W_Q": (n, D, D),
+        "W_K": (n, D, D),
+        "W_V": (n, D, D),
+        "W_O": (n, D, D),
+        "b_Q": (n, D),
+        "b_V": (n, D),
+        "b_O": (n, D),
+        "W_1": (n, D, m),
+        "b_1": (n, m),
+        "W_2": (n, m, D),
+        "b_2": (n, D),
+        "lnf_g": (D,),
+        "lnf_b": (D,),
+        "w_head": (D,),
+        "b_head": (),
+    }
     for kw in (dict(pool="cls"), dict(pool="mean", pos="none", qkv_bias=False), dict(depth=3, mlp_ratio=1.5)):
         hp = hparams(**kw)
         p = shapes_of(hp)
@@ -270,13 +295,22 @@ def test_gradients_match_finite_differences():
 
 
 def test_bad_input_names_the_field():
-    for kw, field in ((dict(heads=3), "model.heads"), (dict(pool="max"), "model.pool"), (dict(depth=0), "model.depth"),
-                      (dict(init="xavier"), "model.init"), (dict(pos="sinusoidal"), "model.pos"),
-                      (dict(mlp_ratio=0.01), "model.mlp_ratio")):  # fmt: skip
+    for kw, field in (
+        (dict(heads=3), "model.heads"),
+        (dict(pool="max"), "model.pool"),
+        (dict(depth=0), "model.depth"),
+        (dict(init="xavier"), "model.init"),
+        (dict(pos="sinusoidal"), "model.pos"),
+        (dict(mlp_ratio=0.01), "model.mlp_ratio"),
+    ):
         with pytest.raises(ValidationError, match=field.removeprefix("model.")):  # one config validates both
             hparams(**kw)
-    for kw, field in ((dict(D=8, heads=3), "model.heads"), (dict(pool="max"), "model.pool"),
-                      (dict(depth=0), "model.depth"), (dict(init="xavier"), "model.init")):  # fmt: skip
+    for kw, field in (
+        (dict(D=8, heads=3), "model.heads"),
+        (dict(pool="max"), "model.pool"),
+        (dict(depth=0), "model.depth"),
+        (dict(init="xavier"), "model.init"),
+    ):
         with pytest.raises(AttnlabError, match=field):
             expand(ExperimentSpec(data={"name": "pool"}, model={"name": "vit"} | kw, train={}))
 
@@ -313,13 +347,15 @@ def test_engine_minibatch_sgd_equals_the_reference():
 def test_engine_adam_equals_the_reference():
     """Adam, CLS pooling, lecun init and a per-group learning rate (attn ×2): the sequential path
     equals the reference in float64, and the saved parameters are the model's."""
-    (cell,) = vit_cells({"pool": "cls", "init": "lecun"}, {"optimizer": "adam", "lr": 0.01, "lr_mult": {"attn": 2.0}},
-                        6)  # fmt: skip
+    (cell,) = vit_cells(
+        {"pool": "cls", "init": "lecun"}, {"optimizer": "adam", "lr": 0.01, "lr_mult": {"attn": 2.0}}, 6
+    )
     out = run_bucket([cell], strategy="sequential")
     ref = run_reference(cell)
     assert_same(cell_of(out, 0), ref)
-    hp = model.PART.hparams({k: cell[f"model.{k}"] for k in model.Hparams.fields() if f"model.{k}" in cell},
-                            {"tokens": 4, "d": 6})  # fmt: skip
+    hp = model.PART.hparams(
+        {k: cell[f"model.{k}"] for k in model.Hparams.fields() if f"model.{k}" in cell}, {"tokens": 4, "d": 6}
+    )
     assert set(ref["params"]) == set(model.trainable(hp))
     assert ref["traces"]["train_loss"][-1] < ref["traces"]["train_loss"][0]
 

@@ -15,10 +15,31 @@ from attnlab import audit
 from attnlab.experiments import get
 from attnlab.train import log_schedule
 
-IDS = ("wu2023-fig1", "wu2023-fig9", "wu2023-fig1-protocol", "wu2023-scaling", "wu2023-init", "wu2023-width",
-       "wu2023-ntk-limit", "wu2023-data-gram", "wu2023-encoder-mnist", "wu2023-vit-mnist")  # fmt: skip
-KEYS = ("data.N", "data.patch", "data.token_norm", "model.d_m", "model.D", "model.alpha", "model.init", "compare", "train.lr",
-        "block", "rep")  # fmt: skip
+IDS = (
+    "wu2023-fig1",
+    "wu2023-fig9",
+    "wu2023-fig1-protocol",
+    "wu2023-scaling",
+    "wu2023-init",
+    "wu2023-width",
+    "wu2023-ntk-limit",
+    "wu2023-data-gram",
+    "wu2023-encoder-mnist",
+    "wu2023-vit-mnist",
+)
+KEYS = (
+    "data.N",
+    "data.patch",
+    "data.token_norm",
+    "model.d_m",
+    "model.D",
+    "model.alpha",
+    "model.init",
+    "compare",
+    "train.lr",
+    "block",
+    "rep",
+)
 SIMS = 20
 
 
@@ -132,9 +153,11 @@ def test_plug_in_reads_the_noise_back(exp_id):
     cols = d.simulate(d.claims[0].h1.world, d.noise, spec, exp.cells(spec), np.random.default_rng(0))
     noise = d.plug_in(cols, spec)
     assert set(noise) == set(d.noise) and all(np.isfinite(v) for v in noise.values())
-    for k in {"wu2023-width": ["level", "drift_slope"], "wu2023-data-gram": ["sd"], "wu2023-ntk-limit": ["logit_sd"]}.get(
-        exp_id, []
-    ):
+    for k in {
+        "wu2023-width": ["level", "drift_slope"],
+        "wu2023-data-gram": ["sd"],
+        "wu2023-ntk-limit": ["logit_sd"],
+    }.get(exp_id, []):
         assert noise[k] == pytest.approx(d.noise[k], rel=0.3), k
 
 

@@ -44,8 +44,14 @@ def columns(rho_fn, reps=4, seed=0):
     rows = [(n, p, r) for n in (16, 32, 64, 128, 256) for p in (7, 28) for r in range(reps)]
     N, p, rep = (np.array(a) for a in zip(*rows, strict=True))
     d, d_s = p**2, (28 // p) ** 2
-    cols = {"data.N": N, "d": d, "d_s": d_s, "rep": rep, "block": np.zeros(len(N), int),
-            "data.classes": np.full(len(N), "3,8", dtype=object)}  # fmt: skip
+    cols = {
+        "data.N": N,
+        "d": d,
+        "d_s": d_s,
+        "rep": rep,
+        "block": np.zeros(len(N), int),
+        "data.classes": np.full(len(N), "3,8", dtype=object),
+    }
     for k in G.KERNELS:
         cols[f"{k}_rho"] = rho_fn(N, d, k) * np.exp(0.05 * rng.standard_normal(len(N)))
         cols[f"{k}_rank"] = N.copy()
@@ -67,7 +73,11 @@ def test_floors_are_judged_against_gaussian_tokens_and_trends_are_descriptive():
     the Gaussian level does not, below it fails; trend-*: a measurement only (it falls for any
     i.i.d. sample), whatever ρ does."""
     assert verdicts(columns(gauss(lambda N, d: np.full(len(N), 3.0)))) == {
-        "floor-input": "pass", "floor-relu": "pass", "trend-input": "descriptive", "trend-relu": "descriptive"}  # fmt: skip
+        "floor-input": "pass",
+        "floor-relu": "pass",
+        "trend-input": "descriptive",
+        "trend-relu": "descriptive",
+    }
     same = verdicts(columns(gauss(lambda N, d: np.ones(len(N)))))
     assert same["floor-input"] != "pass" and same["floor-relu"] != "pass"  # Gaussian tokens themselves
     worse = verdicts(columns(gauss(lambda N, d: np.where(d == 49, 0.3, 3.0))))  # one d worse than Gaussian tokens

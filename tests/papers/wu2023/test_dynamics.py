@@ -26,9 +26,19 @@ def probe_cells():
     spec = ExperimentSpec(
         data={"name": "wu2023", "d_s": 3, "d": 4, "N": 4, "n_test": 5},
         model={"name": "wu2023", "d_m": 8, "alpha": 0.5, "init": "lecun"},
-        train={"loss": "squared", "optimizer": "gd", "lr": 0.5, "max_steps": 12, "loss_threshold": 0.0,
-               "dtype": "float64", "log_every": 4, "log_dense_until": 2, "probes": "wu2023", "save_params": True},
-    )  # fmt: skip
+        train={
+            "loss": "squared",
+            "optimizer": "gd",
+            "lr": 0.5,
+            "max_steps": 12,
+            "loss_threshold": 0.0,
+            "dtype": "float64",
+            "log_every": 4,
+            "log_dense_until": 2,
+            "probes": "wu2023",
+            "save_params": True,
+        },
+    )
     return expand(spec)
 
 
@@ -38,8 +48,19 @@ def test_probes_by_hand_and_the_trainer_equals_the_reference():
     ref = run_reference(cell)  # unpadded
     assert_same(cell_of(out, 0), ref, metrics=REGRESSION)
     tr = ref["traces"]
-    assert {"lambda_min", "lambda_max", "kernel_drift", "weight_drift", "weight_drift_W_Q", "weight_drift_w_O",
-            "ntk_share_w_O", "logit_std", "attn_tv", "attn_entropy", "train_loss"} <= set(tr)  # fmt: skip
+    assert {
+        "lambda_min",
+        "lambda_max",
+        "kernel_drift",
+        "weight_drift",
+        "weight_drift_W_Q",
+        "weight_drift_w_O",
+        "ntk_share_w_O",
+        "logit_std",
+        "attn_tv",
+        "attn_entropy",
+        "train_loss",
+    } <= set(tr)
     comp, static, _ = bucket_of([cell])
     with jax.enable_x64(True):
         v = {k: x[0] for k, x in grid.batch_inputs(comp, [cell]).items()}
@@ -105,8 +126,12 @@ def test_linear_rule_tells_geometric_decay_from_power_laws_and_plateaus():
 
     t = STEPS
     rng = np.random.default_rng(0)
-    curves = {"hyperbolic": 1 / (1 + t / 10), "sqrt": (1 + t) ** -0.5, "plateau": 0.9 + 0.1 * np.exp(-t / 200),
-              "geometric": 0.99**t}  # fmt: skip
+    curves = {
+        "hyperbolic": 1 / (1 + t / 10),
+        "sqrt": (1 + t) ** -0.5,
+        "plateau": 0.9 + 0.1 * np.exp(-t / 200),
+        "geometric": 0.99**t,
+    }
     got = {}
     for name, L in curves.items():
         runs = np.array([L * np.exp(1e-3 * rng.standard_normal(len(t))) for _ in range(8)])
@@ -149,15 +174,28 @@ def fig1_columns(drift_exp=-0.5, stagnate=False, bad=False, seed=0, ratio=0.7):
             if bad and w == 64 and rep == 0:
                 L = L0 * (1 + STEPS / 400)
             grow = 1 - np.exp(-STEPS / 50)
-            rows.append({
-                "model.d_m": w, "model.alpha": 0.5, "model.init": "lecun", "data.N": 100, "train.lr": lr,
-                "block": 0, "rep": rep, "status": "cap", "train_loss": L[-1], "trace_train_loss": L,
-                "trace_lambda_max": np.full(len(STEPS), lam_max), "trace_lambda_min": np.full(len(STEPS), 1e-3 * w),
-                "trace_lambda_min_w_O": np.full(len(STEPS), 1e-3 * w),
-                "trace_kernel_drift": 2 * w**drift_exp * grow * noise(), "trace_weight_drift": w**drift_exp * grow * noise(),
-                "trace_weight_drift_w_O": w**drift_exp * grow, "trace_logit_std": np.ones(len(STEPS)),
-                "trace_attn_tv": np.full(len(STEPS), 0.3),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "model.d_m": w,
+                    "model.alpha": 0.5,
+                    "model.init": "lecun",
+                    "data.N": 100,
+                    "train.lr": lr,
+                    "block": 0,
+                    "rep": rep,
+                    "status": "cap",
+                    "train_loss": L[-1],
+                    "trace_train_loss": L,
+                    "trace_lambda_max": np.full(len(STEPS), lam_max),
+                    "trace_lambda_min": np.full(len(STEPS), 1e-3 * w),
+                    "trace_lambda_min_w_O": np.full(len(STEPS), 1e-3 * w),
+                    "trace_kernel_drift": 2 * w**drift_exp * grow * noise(),
+                    "trace_weight_drift": w**drift_exp * grow * noise(),
+                    "trace_weight_drift_w_O": w**drift_exp * grow,
+                    "trace_logit_std": np.ones(len(STEPS)),
+                    "trace_attn_tv": np.full(len(STEPS), 0.3),
+                }
+            )
     return _columns(rows)
 
 
@@ -168,13 +206,18 @@ def outcomes(exp, cols, scale="cpu"):
 def test_fig1_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     for exp in (dyn.FIG1, dyn.FIG9):
         a = exp.analyse(fig1_columns(), exp.spec("cpu"))
-        assert {c.id: c.outcome for c in a.claims} == dict.fromkeys(("linear", "drift-kernel", "drift-weight"),
-                                                                    "pass") | {"stability": "descriptive"}  # fmt: skip
+        assert {c.id: c.outcome for c in a.claims} == dict.fromkeys(
+            ("linear", "drift-kernel", "drift-weight"), "pass"
+        ) | {"stability": "descriptive"}
         assert a.summary["per width"][16]["ρ (median)"] == pytest.approx(0.99, abs=1e-3)
         assert a.summary["drift slopes (log–log vs d_m)"]["kernel"]["slope"] == pytest.approx(-0.5, abs=0.05)
         assert len(a.summary["per width"][1024]["γ_eff·λ_max(K₀)/N per run"]) == 3 and not a.summary["flagged runs"]
     assert outcomes(dyn.FIG1, fig1_columns(drift_exp=0.5)) | {"linear": "-", "stability": "-"} == {
-        "linear": "-", "stability": "-", "drift-kernel": "fail", "drift-weight": "fail"}  # fmt: skip
+        "linear": "-",
+        "stability": "-",
+        "drift-kernel": "fail",
+        "drift-weight": "fail",
+    }
     assert outcomes(dyn.FIG1, fig1_columns(stagnate=True))["linear"] == "fail"
     # at ratios ≈ 0.7 the bound 2 and a bound 1 predict the same runs: stability is descriptive; at 1.4 it is decided
     assert outcomes(dyn.FIG1, fig1_columns(ratio=1.4))["stability"] == "pass"
@@ -187,7 +230,9 @@ def test_fig1_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     cols["status"][0], cols["train_loss"][0], cols["trace_lambda_max"][0] = "diverged", np.nan, 5e3
     a = dyn.FIG1.analyse(cols, dyn.FIG1.spec("cpu"))
     st = next(c for c in a.claims if c.id == "stability")
-    assert st.outcome == "pass" and st.measured["predicted_unstable_diverged"] == 1 and len(a.summary["flagged runs"]) == 1
+    assert (
+        st.outcome == "pass" and st.measured["predicted_unstable_diverged"] == 1 and len(a.summary["flagged runs"]) == 1
+    )
 
 
 def init_columns(lmin_exp=None, q=None, seed=0, widths=(128, 256, 512, 1024, 2048, 4096)):
@@ -205,13 +250,24 @@ def init_columns(lmin_exp=None, q=None, seed=0, widths=(128, 256, 512, 1024, 204
                     scale = 1.0 if init == "ntk" else w
                     L0, lr = 0.5 * noise(), D_REF / 1024 if c == "gamma" else 100 / (4.4 * scale)
                     L = L0 * min(q[c][init] * noise(0.1), 0.95) ** (STEPS / STEPS[-1])
-                    rows.append({
-                        "compare": c, "model.init": init, "model.d_m": w, "model.alpha": 0.5, "data.N": 100,
-                        "train.lr": lr, "block": 0, "rep": rep, "status": "cap", "train_loss": L[-1],
-                        "trace_train_loss": L, "trace_lambda_max": np.full(len(STEPS), 4.4 * scale * noise()),
-                        "trace_lambda_min": np.full(len(STEPS), 0.3 + 7e-4 * w ** lmin_exp[init] * noise()),
-                        "trace_lambda_min_w_O": np.full(len(STEPS), 7e-4 * w ** lmin_exp[init] * noise()),
-                    })  # fmt: skip
+                    rows.append(
+                        {
+                            "compare": c,
+                            "model.init": init,
+                            "model.d_m": w,
+                            "model.alpha": 0.5,
+                            "data.N": 100,
+                            "train.lr": lr,
+                            "block": 0,
+                            "rep": rep,
+                            "status": "cap",
+                            "train_loss": L[-1],
+                            "trace_train_loss": L,
+                            "trace_lambda_max": np.full(len(STEPS), 4.4 * scale * noise()),
+                            "trace_lambda_min": np.full(len(STEPS), 0.3 + 7e-4 * w ** lmin_exp[init] * noise()),
+                            "trace_lambda_min_w_O": np.full(len(STEPS), 7e-4 * w ** lmin_exp[init] * noise()),
+                        }
+                    )
     return _columns(rows)
 
 
@@ -219,7 +275,9 @@ def test_init_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     exp = dyn.INIT
     good = outcomes(exp, init_columns())
     assert good == dict.fromkeys(("lmin-lecun", "lmin-he", "lmin-ntk", "stability"), "pass") | {
-        "speed-gamma": "descriptive", "speed-ratio": "descriptive"}  # fmt: skip
+        "speed-gamma": "descriptive",
+        "speed-ratio": "descriptive",
+    }
     a = exp.analyse(init_columns(), exp.spec("cpu"))
     sg, sr = (next(c for c in a.claims if c.id == i) for i in ("speed-gamma", "speed-ratio"))
     assert sg.measured["rule_outcome"] == "pass" and "constant factor" in sg.detail
@@ -231,7 +289,8 @@ def test_init_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     narrow = outcomes(exp, init_columns(widths=(128, 256, 512)))
     assert {narrow[f"lmin-{i}"] for i in dyn.INITS} == {"descriptive"}
     assert a.summary["per comparison, init and width (medians)"]["ratio"]["ntk"][128]["γ·λ_max(K₀)/N"] == (
-        pytest.approx(1.0, abs=0.1))  # fmt: skip
+        pytest.approx(1.0, abs=0.1)
+    )
     bad = outcomes(exp, init_columns(lmin_exp={"lecun": 2.0, "ntk": 1.0}))
     assert bad["lmin-lecun"] == "fail" and bad["lmin-ntk"] == "fail" and bad["lmin-he"] == "pass"
     slower = {"gamma": {"lecun": 0.9, "he": 0.05, "ntk": 0.1}, "ratio": {"lecun": 0.9, "he": 0.9, "ntk": 0.1}}
@@ -244,7 +303,8 @@ def test_cells_set_the_normalised_step_and_init_calibrates_on_the_same_gamma_run
     spec = dyn.FIG1.spec("cpu")
     cells = dyn.FIG1.cells(spec)
     assert len(cells) == 4 * 3 and {(c["model.d_m"], c["train.lr"]) for c in cells} == {
-        (w, step(1.0, w, "width")) for w in WIDTHS}  # fmt: skip
+        (w, step(1.0, w, "width")) for w in WIDTHS
+    }
     assert {c["train.lr"] for c in dyn.FIG9.cells(dyn.FIG9.spec("cpu", ["step_norm=none"]))} == {1.0}
     assert {c["model.alpha"] for c in dyn.FIG9.cells(dyn.FIG9.spec("smoke"))} == {1.0}
     exp = dyn.INIT
@@ -254,9 +314,11 @@ def test_cells_set_the_normalised_step_and_init_calibrates_on_the_same_gamma_run
     def run(cells):
         seen.append(cells)
         lam = [{"lecun": 10.0, "he": 20.0, "ntk": 1.0}[c["model.init"]] * c["model.d_m"] for c in cells]
-        return {"trace_lambda_max": np.array([[x, 0.0] for x in lam]),
-                "model.init": np.array([c["model.init"] for c in cells], object),
-                "model.d_m": np.array([c["model.d_m"] for c in cells])}  # fmt: skip
+        return {
+            "trace_lambda_max": np.array([[x, 0.0] for x in lam]),
+            "model.init": np.array([c["model.init"] for c in cells], object),
+            "model.d_m": np.array([c["model.d_m"] for c in cells]),
+        }
 
     cells = exp.cells(spec, run)
     (same,) = seen
@@ -278,7 +340,8 @@ def test_smoke_run_has_the_experiments_claims(exp, smoke):
     run = smoke(exp.id)  # the session's shared smoke run
     v, on_disk = run.verdict, json.loads((run.out / "verdict.json").read_text())
     want = {"wu2023-init": {"lmin-lecun", "lmin-he", "lmin-ntk", "speed-gamma", "speed-ratio", "stability"}}.get(
-        exp.id, {"linear", "stability", "drift-kernel", "drift-weight"})  # fmt: skip
+        exp.id, {"linear", "stability", "drift-kernel", "drift-weight"}
+    )
     assert on_disk["experiment"] == exp.id and {c["id"] for c in on_disk["claims"]} == want
     assert all(c["outcome"] in ("pass", "fail", "inconclusive", "descriptive") for c in v["claims"])
     assert (run.out / "results.parquet").exists() and list(run.out.glob("*.png"))

@@ -111,8 +111,13 @@ def test_ntk_parameterisation_is_a_forward_multiplier():
     with jax.enable_x64(True):
         hp_ntk, hp_lecun = hparams(init="ntk", ffn=True, heads=2), hparams(init="lecun", ffn=True, heads=2)
         theta = model.init(jax.random.PRNGKey(2), hp_ntk, jnp.float64)
-        mult = {"W_Q": hp_ntk.d**-0.5, "W_K": hp_ntk.d**-0.5, "W_V": hp_ntk.d**-0.5,
-                "w_O": hp_ntk.d_m**-0.5, "W_F": hp_ntk.d_m**-0.5}  # fmt: skip
+        mult = {
+            "W_Q": hp_ntk.d**-0.5,
+            "W_K": hp_ntk.d**-0.5,
+            "W_V": hp_ntk.d**-0.5,
+            "w_O": hp_ntk.d_m**-0.5,
+            "W_F": hp_ntk.d_m**-0.5,
+        }
         theta_l = {k: mult[k] * v for k, v in theta.items()}
         X = jax.random.normal(jax.random.PRNGKey(3), (hp_ntk.d_s, hp_ntk.d), jnp.float64)
         f_ntk = lambda p: model.apply(p, X, hp_ntk)[0]
@@ -169,12 +174,20 @@ def test_token_mask():
 
 
 def test_bad_input_names_the_field():
-    for kw, field in ((dict(init="xavier"), "model.init"), (dict(alpha=0.0), "model.alpha"),
-                      (dict(alpha=-1.0), "model.alpha"), (dict(d_m=6, heads=4), "model.heads")):  # fmt: skip
+    for kw, field in (
+        (dict(init="xavier"), "model.init"),
+        (dict(alpha=0.0), "model.alpha"),
+        (dict(alpha=-1.0), "model.alpha"),
+        (dict(d_m=6, heads=4), "model.heads"),
+    ):
         with pytest.raises(ValidationError, match=field.removeprefix("model.")):  # one config validates both
             model.Hparams(**kw)
-    for fields, field in (({"init": "xavier"}, "model.init"), ({"alpha": 0}, "model.alpha"),
-                          ({"d_m": 6, "heads": 4}, "model.heads"), ({"token_norm": "l2"}, "data.token_norm")):  # fmt: skip
+    for fields, field in (
+        ({"init": "xavier"}, "model.init"),
+        ({"alpha": 0}, "model.alpha"),
+        ({"d_m": 6, "heads": 4}, "model.heads"),
+        ({"token_norm": "l2"}, "data.token_norm"),
+    ):
         model_fields = {"name": "wu2023"} | {k: v for k, v in fields.items() if k != "token_norm"}
         data_fields = {"name": "wu2023"} | {k: v for k, v in fields.items() if k == "token_norm"}
         with pytest.raises(AttnlabError, match=field):
@@ -234,9 +247,17 @@ def wu_cells(**over):
     spec = ExperimentSpec(
         data={"name": "wu2023", "d_s": 3, "d": 4, "N": [6, 4], "n_test": 5} | over.pop("data", {}),
         model={"name": "wu2023", "d_m": 8, "alpha": 0.5, "init": "lecun"} | over.pop("model", {}),
-        train={"loss": "squared", "optimizer": "gd", "lr": 0.5, "max_steps": 12, "loss_threshold": 0.0,
-               "dtype": "float64", "log_every": 4} | over.pop("train", {}),
-    )  # fmt: skip
+        train={
+            "loss": "squared",
+            "optimizer": "gd",
+            "lr": 0.5,
+            "max_steps": 12,
+            "loss_threshold": 0.0,
+            "dtype": "float64",
+            "log_every": 4,
+        }
+        | over.pop("train", {}),
+    )
     return expand(spec)
 
 

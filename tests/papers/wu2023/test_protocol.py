@@ -49,9 +49,17 @@ def protocol_columns(lmin_exp=1.0, seed=0):
                         lam_max = N * level * (0.5 if a == 1 else 1) * w / 16 * noise()
                         lam_min = 0.05 * lam_max / w * 16 * (w / 16) ** lmin_exp * noise()
                         gain = 1.0 / N if red == "mean" else 1.0
-                        row = {"data.N": N, "data.token_norm": tn, "model.d_m": w, "model.alpha": a, "train.lr": 1.0,
-                               "block": 0, "rep": rep, "trace_lambda_max": np.full(len(STEPS), lam_max),
-                               "trace_lambda_min": np.full(len(STEPS), lam_min)}  # fmt: skip
+                        row = {
+                            "data.N": N,
+                            "data.token_norm": tn,
+                            "model.d_m": w,
+                            "model.alpha": a,
+                            "train.lr": 1.0,
+                            "block": 0,
+                            "rep": rep,
+                            "trace_lambda_max": np.full(len(STEPS), lam_max),
+                            "trace_lambda_min": np.full(len(STEPS), lam_min),
+                        }
                         if red == "sum":
                             row["train.reduction"] = "sum"
                         rows.append(row | run_row(1.0, gain, lam_max, lam_min, noise))
@@ -76,13 +84,23 @@ def test_protocol_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     exp = protocol.EXPERIMENT
     got, a = outcomes(exp, protocol_columns())
     # unit tokens under ½·mean: stable at every width and ordered; ‖x‖² ≈ d: stable at 16 and 64 only; ½·sum: nowhere
-    assert got == {"stability": "pass", "ordering-mean-d": "descriptive", "ordering-mean-unit": "pass",
-                   "ordering-sum-d": "descriptive", "ordering-sum-unit": "descriptive", "protocol": "descriptive"}  # fmt: skip
+    assert got == {
+        "stability": "pass",
+        "ordering-mean-d": "descriptive",
+        "ordering-mean-unit": "pass",
+        "ordering-sum-d": "descriptive",
+        "ordering-sum-unit": "descriptive",
+        "protocol": "descriptive",
+    }
     claim = {c.id: c for c in a.claims}
     assert claim["protocol"].measured["reproduced by"] == ["½·mean, ‖x‖ = 1"] and claim["protocol"].regime == ""
-    assert "not its loss normalisation" in claim["protocol"].detail and "ratio reaches 2" in claim["ordering-sum-d"].detail
-    assert a.summary["candidates"]["mean-d"]["predicted-stable widths per τ₀"] == {"d_m^-0.5": [16, 64],
-                                                                                   "d_m^-1": [16, 64]}  # fmt: skip
+    assert (
+        "not its loss normalisation" in claim["protocol"].detail and "ratio reaches 2" in claim["ordering-sum-d"].detail
+    )
+    assert a.summary["candidates"]["mean-d"]["predicted-stable widths per τ₀"] == {
+        "d_m^-0.5": [16, 64],
+        "d_m^-1": [16, 64],
+    }
     # narrower nets faster (λ_min ∝ d_m^−1 at a fixed γ): the ordering fails and no candidate reproduces the setting
     got, a = outcomes(exp, protocol_columns(lmin_exp=-1.0))
     assert got["ordering-mean-unit"] == "fail"
@@ -115,12 +133,20 @@ def scaling_columns(factor=0.5, seed=0):
                     lr = 16 / w
                     lam_max = 0.7 * N / lr * (factor if a == 1 else 1) * pair * noise()
                     lam_min = 4e-3 * N / lr * (factor if a == 1 else 1) * pair * noise()
-                    row = {"data.name": name, "data.N": N, "model.d_m": w, "model.alpha": a, "train.lr": lr,
-                           "train.draws": "common", "block": 0, "rep": rep,
-                           "trace_lambda_max": np.full(len(STEPS), lam_max),
-                           "trace_lambda_min": np.full(len(STEPS), lam_min),
-                           "trace_ntk_share_W_Q": np.full(len(STEPS), 0.2 if a == 0.5 else 0.01),
-                           "trace_ntk_share_W_K": np.full(len(STEPS), 0.2 if a == 0.5 else 0.01)} | data  # fmt: skip
+                    row = {
+                        "data.name": name,
+                        "data.N": N,
+                        "model.d_m": w,
+                        "model.alpha": a,
+                        "train.lr": lr,
+                        "train.draws": "common",
+                        "block": 0,
+                        "rep": rep,
+                        "trace_lambda_max": np.full(len(STEPS), lam_max),
+                        "trace_lambda_min": np.full(len(STEPS), lam_min),
+                        "trace_ntk_share_W_Q": np.full(len(STEPS), 0.2 if a == 0.5 else 0.01),
+                        "trace_ntk_share_W_K": np.full(len(STEPS), 0.2 if a == 0.5 else 0.01),
+                    } | data
                     rows.append(row | run_row(lr, lr / N, lam_max, lam_min, noise))
     return _columns(rows)
 
@@ -158,9 +184,17 @@ def test_scaling_pairs_share_data_and_init_draws():
 def test_smoke_run_has_the_experiments_claims(exp_id, smoke):
     run = smoke(exp_id)
     on_disk = json.loads((run.out / "verdict.json").read_text())
-    want = {"wu2023-fig1-protocol": {"stability", "ordering-mean-d", "ordering-mean-unit", "ordering-sum-d",
-                                     "ordering-sum-unit", "protocol"},
-            "wu2023-scaling": {"faster-synthetic", "faster-mnist"}}[exp_id]  # fmt: skip
+    want = {
+        "wu2023-fig1-protocol": {
+            "stability",
+            "ordering-mean-d",
+            "ordering-mean-unit",
+            "ordering-sum-d",
+            "ordering-sum-unit",
+            "protocol",
+        },
+        "wu2023-scaling": {"faster-synthetic", "faster-mnist"},
+    }[exp_id]
     assert {c["id"] for c in on_disk["claims"]} == want
     regime = {"wu2023-fig1-protocol": "protocol", "wu2023-scaling": "investigation"}[exp_id]
     assert {c["regime"] for c in on_disk["claims"]} == {regime} and get(exp_id).regime == regime

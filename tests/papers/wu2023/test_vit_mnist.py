@@ -31,7 +31,11 @@ def test_cells_feed_mnist_patches_to_a_one_head_vit_at_the_normalised_step():
     c = cells[0]
     assert (c["model.name"], c["model.heads"], c["model.depth"], c["data.patch"], c["data.N"]) == ("vit", 1, 1, 7, 100)
     assert (c["train.loss"], c["train.optimizer"], c["train.dtype"], c["train.probes"]) == (
-        "squared", "gd", "float32", "wu2023")  # fmt: skip
+        "squared",
+        "gd",
+        "float32",
+        "wu2023",
+    )
     comp = P.Composition.of(c)
     hp = comp._hp({k: v for k, v in c.items() if comp.classify(k) == "static"})
     assert (hp.L, hp.d, hp.d_h) == (16, 49, c["model.D"])  # one head: τ₀ = d_h^(−α) = D^(−α)
@@ -65,7 +69,8 @@ def test_claims_on_theory_shaped_and_broken_runs_with_the_width_named_D(tmp_path
     spec = exp.spec("cpu")
     a = exp.analyse(vit_columns(), spec)
     assert {c.id: c.outcome for c in a.claims} == dict.fromkeys(ALL, "pass") | dict.fromkeys(
-        ("stability", *REPORTED, *LMIN), "descriptive")  # fmt: skip
+        ("stability", *REPORTED, *LMIN), "descriptive"
+    )
     assert a.summary["logit std slopes at θ_T"]["τ₀ = d_m^−1"]["slope"] == pytest.approx(-0.5, abs=0.05)
     got = {c.id: c.outcome for c in exp.analyse(vit_columns(same_attention=True), spec).claims}
     assert got["uniform"] == "fail"

@@ -29,8 +29,10 @@ def width_cols(k, level=LOG_64, Ns=(8, 16, 32), reps=4, sigma=0.15, alphas=(0.5,
     """Columns of a width grid: each repeat has a lazy width log d* = level + k·(log N − log 16) + σ·ε;
     a run's peak kernel drift is 0.1·d*/d_m (lazy iff d_m ≥ d*); lazy runs reach the loss target."""
     rng = np.random.default_rng(seed)
-    a, n, r, d = (g.ravel() for g in np.meshgrid(np.asarray(alphas), np.asarray(Ns), np.arange(reps),
-                                                 np.asarray(D_GRID), indexing="ij"))  # fmt: skip
+    a, n, r, d = (
+        g.ravel()
+        for g in np.meshgrid(np.asarray(alphas), np.asarray(Ns), np.arange(reps), np.asarray(D_GRID), indexing="ij")
+    )
     star = {}
     for key in zip(a, n, r, strict=True):
         star.setdefault(key, level + k * (np.log(key[1]) - np.log(16)) + sigma * rng.standard_normal())
@@ -40,19 +42,27 @@ def width_cols(k, level=LOG_64, Ns=(8, 16, 32), reps=4, sigma=0.15, alphas=(0.5,
     final = np.where(peak <= 0.1, initial * 1e-6, initial * 0.3)
     obj = lambda rows: np.array([np.asarray(x, float) for x in rows] + [None], dtype=object)[:-1]
     return {
-        "model.alpha": a, "data.N": n, "model.d_m": d, "block": np.zeros(len(d), int), "rep": r, "train_loss": final,
+        "model.alpha": a,
+        "data.N": n,
+        "model.d_m": d,
+        "block": np.zeros(len(d), int),
+        "rep": r,
+        "train_loss": final,
         "trace_train_loss": obj([[i, f] for i, f in zip(initial, final, strict=True)]),
         "trace_kernel_drift": obj([[0.0, p] for p in peak]),
-        "status": np.array(["cap"] * len(d), dtype=object), "train.max_steps": np.full(len(d), 100),
-    }  # fmt: skip
+        "status": np.array(["cap"] * len(d), dtype=object),
+        "train.max_steps": np.full(len(d), 100),
+    }
 
 
 def test_lazy_is_the_peak_drift_and_never_a_diverged_run():
     obj = lambda rows: np.array([np.asarray(x, float) for x in rows] + [None], dtype=object)[:-1]
-    cols = {"train_loss": np.array([1e-4, 1e-4, np.nan, 1e-4]),
-            "trace_train_loss": obj([[1.0, 0.5], [1.0, 0.1], [1.0, np.nan], [1.0, 1.0]]),
-            "trace_kernel_drift": obj([[0.0, 0.05], [0.2, 0.05], [0.0, 0.01], [0.0, np.nan]]),
-            "status": np.array(["cap", "cap", "diverged", "cap"], dtype=object)}  # fmt: skip
+    cols = {
+        "train_loss": np.array([1e-4, 1e-4, np.nan, 1e-4]),
+        "trace_train_loss": obj([[1.0, 0.5], [1.0, 0.1], [1.0, np.nan], [1.0, 1.0]]),
+        "trace_kernel_drift": obj([[0.0, 0.05], [0.2, 0.05], [0.0, 0.01], [0.0, np.nan]]),
+        "status": np.array(["cap", "cap", "diverged", "cap"], dtype=object),
+    }
     assert width.lazy(cols, 0.1).tolist() == [True, False, False, False]  # the peak, not the last value
     assert width.reached(cols, 1e-3).tolist() == [True, True, False, True]  # the final loss column
 
@@ -82,8 +92,14 @@ def test_width_claims_pass_below_the_bound_and_fail_above_it():
     assert q.outcome == "descriptive" and q.measured["rule_outcome"] == "fail" and "power" in q.detail
     spec = WIDTH.spec("cpu", ["judge_bounds=true"])
     assert outcomes(WIDTH.analyse(width_cols(1.0), spec)) == {
-        "quadratic-a0.5": "pass", "cubic-a0.5": "pass", "exponent-a0.5": "descriptive", "target-width-a0.5": "descriptive",
-        "quadratic-a1": "pass", "exponent-a1": "descriptive", "target-width-a1": "descriptive"}  # fmt: skip
+        "quadratic-a0.5": "pass",
+        "cubic-a0.5": "pass",
+        "exponent-a0.5": "descriptive",
+        "target-width-a0.5": "descriptive",
+        "quadratic-a1": "pass",
+        "exponent-a1": "descriptive",
+        "target-width-a1": "descriptive",
+    }
     cubic = outcomes(WIDTH.analyse(width_cols(3.0, level=np.log(48)), spec))
     assert cubic["quadratic-a0.5"] == cubic["quadratic-a1"] == "fail" and cubic["cubic-a0.5"] == "pass"
     quartic = outcomes(WIDTH.analyse(width_cols(4.0, level=np.log(40), reps=6, sigma=0.05), spec))
@@ -132,9 +148,19 @@ def limit_cols(broken=False, widths=(64, 256, 1024, 4096), reps=4, seed=0):
                         err = (0.3 if a == 1 else 0.01 * w**-0.5) * z()
                         std = scale * w ** (-0.5 if a == 0.5 else 0.0) * z()
                         tv = 0.3 * z() if tn == "unit" or a == 1 else 0.31 * z()
-                    rows.append({"model.alpha": a, "data.token_norm": tn, "model.d_m": w, "ntk_error": err,
-                                 "qk_share": 0.01, "logit_std": std, "attn_tv": tv, "attn_entropy": 2.0,
-                                 "n_ntk": 16})  # fmt: skip
+                    rows.append(
+                        {
+                            "model.alpha": a,
+                            "data.token_norm": tn,
+                            "model.d_m": w,
+                            "ntk_error": err,
+                            "qk_share": 0.01,
+                            "logit_std": std,
+                            "attn_tv": tv,
+                            "attn_entropy": 2.0,
+                            "n_ntk": 16,
+                        }
+                    )
     return {k: np.array([r[k] for r in rows], dtype=object if k == "data.token_norm" else None) for k in rows[0]}
 
 
@@ -182,8 +208,20 @@ def _check_run(out, exp, verdict, claim_ids):
 def test_width_smoke(smoke):
     run = smoke(WIDTH.id)  # the session's shared smoke run
     v = run.verdict
-    t = _check_run(run.out, WIDTH, v, ["quadratic-a0.5", "cubic-a0.5", "exponent-a0.5", "target-width-a0.5",
-                                       "quadratic-a1", "exponent-a1", "target-width-a1"])  # fmt: skip
+    t = _check_run(
+        run.out,
+        WIDTH,
+        v,
+        [
+            "quadratic-a0.5",
+            "cubic-a0.5",
+            "exponent-a0.5",
+            "target-width-a0.5",
+            "quadratic-a1",
+            "exponent-a1",
+            "target-width-a1",
+        ],
+    )
     assert v["cells"] == 24 and len(t) == 24
     assert set(t["train.lr"]) == {1.0, 0.5}  # d_m = 2, 8: the width-normalised step capped at γ = 1; 32: 16/32
     assert all(len(x) >= 2 and x[0] > 0 for x in t["trace_train_loss"])

@@ -62,28 +62,55 @@ def plug_in(derive):
 def phase_design(derive, steepness: float, noise_source: str, C_paper: float | None = None) -> Design:
     """H1 and H0 of every phase claim (``C`` only where the experiment judges it); ``derive`` as
     for :func:`simulate`; ``steepness``: the default noise level and where it was measured."""
-    one = Hypothesis("N·SNR = C (boundary slope −1)", "the linear-in-SNR law the paper's analysis rules out",
-                     THEORY | {"p": 1.0})  # fmt: skip
+    one = Hypothesis(
+        "N·SNR = C (boundary slope −1)", "the linear-in-SNR law the paper's analysis rules out", THEORY | {"p": 1.0}
+    )
     two = Hypothesis("N·SNR² = C (boundary slope −2)", SOURCE_THEORY, THEORY)
     claims = [
         ClaimAudit("slope", two, one),
         ClaimAudit("form", two, one),
-        ClaimAudit("curvature", Hypothesis("a straight boundary N·SNR² = C", SOURCE_THEORY, THEORY),
-                   Hypothesis(f"a bent boundary: the local slope changes by {BEND:g} across its SNR span",
-                              "no effect of the form: curvature three times the margin", THEORY | {"bend": BEND})),
-        ClaimAudit("benign", Hypothesis("runs well above the curve all overfit benignly", SOURCE_THEORY, THEORY),
-                   Hypothesis("30 % of runs far above the curve still overfit harmfully (success ≤ 0.7)",
-                              "no benign region", THEORY | {"ceiling": 0.7})),
-        ClaimAudit("harmful", Hypothesis("runs well below the curve all overfit harmfully", SOURCE_THEORY, THEORY),
-                   Hypothesis("30 % of runs far below the curve still generalise (success ≥ 0.3)",
-                              "no harmful region", THEORY | {"floor": 0.3})),
-    ]  # fmt: skip
+        ClaimAudit(
+            "curvature",
+            Hypothesis("a straight boundary N·SNR² = C", SOURCE_THEORY, THEORY),
+            Hypothesis(
+                f"a bent boundary: the local slope changes by {BEND:g} across its SNR span",
+                "no effect of the form: curvature three times the margin",
+                THEORY | {"bend": BEND},
+            ),
+        ),
+        ClaimAudit(
+            "benign",
+            Hypothesis("runs well above the curve all overfit benignly", SOURCE_THEORY, THEORY),
+            Hypothesis(
+                "30 % of runs far above the curve still overfit harmfully (success ≤ 0.7)",
+                "no benign region",
+                THEORY | {"ceiling": 0.7},
+            ),
+        ),
+        ClaimAudit(
+            "harmful",
+            Hypothesis("runs well below the curve all overfit harmfully", SOURCE_THEORY, THEORY),
+            Hypothesis(
+                "30 % of runs far below the curve still generalise (success ≥ 0.3)",
+                "no harmful region",
+                THEORY | {"floor": 0.3},
+            ),
+        ),
+    ]
     if C_paper is not None:
-        claims.append(ClaimAudit(
-            "C", Hypothesis(f"N·SNR² = {C_paper:g}", "Jiang et al. 2024, Fig. 1 (the drawn curve)",
-                            THEORY | {"C": C_paper}),
-            Hypothesis(f"N·SNR² = {4 * C_paper:g} (4× the paper's C)", "another constant: the margin's far side × 2",
-                       THEORY | {"C": 4 * C_paper})))  # fmt: skip
+        claims.append(
+            ClaimAudit(
+                "C",
+                Hypothesis(
+                    f"N·SNR² = {C_paper:g}", "Jiang et al. 2024, Fig. 1 (the drawn curve)", THEORY | {"C": C_paper}
+                ),
+                Hypothesis(
+                    f"N·SNR² = {4 * C_paper:g} (4× the paper's C)",
+                    "another constant: the margin's far side × 2",
+                    THEORY | {"C": 4 * C_paper},
+                ),
+            )
+        )
     return Design(
         simulate=lambda world, noise, spec, cells, rng: simulate(derive, world, noise, spec, cells, rng),
         claims=tuple(claims),
@@ -115,8 +142,10 @@ def simulate_dynamics(world: dict, noise: dict, spec, cells: list[dict], rng: np
     from attnlab.experiments.jiang2024.fig3 import QK_LOGITS, V_SCALARS
 
     c0 = cells[0]
-    t = np.asarray(T.log_schedule(c0["train.max_steps"], every=c0["train.log_every"],
-                                  dense_until=c0["train.log_dense_until"]), float)  # fmt: skip
+    t = np.asarray(
+        T.log_schedule(c0["train.max_steps"], every=c0["train.log_every"], dense_until=c0["train.log_dense_until"]),
+        float,
+    )
     n, M = len(cells), int(c0["data.M"])
     lognormal = lambda median: median * np.exp(noise["onset_sd"] * rng.standard_normal(n))
     t_V, t_QK = lognormal(noise["onset"]), lognormal(noise["onset"] * world["stage_ratio"])
@@ -129,8 +158,11 @@ def simulate_dynamics(world: dict, noise: dict, spec, cells: list[dict], rng: np
     series = {name: group(t_V, 1.0 if i == 0 else 0.0) for i, name in enumerate(V_SCALARS)}
     series |= {name: group(t_QK, 1.0 if i == 0 else 0.0) for i, name in enumerate(QK_LOGITS)}
     benign = np.array([c["regime"] == "benign" for c in cells])[:, None]
-    series |= {"attn_signal_mean": np.where(benign, dominant, rest), "attn_strong_mean": np.where(benign, rest, dominant),
-               "attn_weak_max_mean": rest + jitter()}  # fmt: skip
+    series |= {
+        "attn_signal_mean": np.where(benign, dominant, rest),
+        "attn_strong_mean": np.where(benign, rest, dominant),
+        "attn_weak_max_mean": rest + jitter(),
+    }
     cols = {k: np.array([c[k] for c in cells]) for k in c0}
     cols |= {f"trace_{k}": _rows(v) for k, v in series.items()} | {"trace_step": _rows(np.tile(t, (n, 1)))}
     return cols | {"train_loss": rng.uniform(0, 0.1, n), "test_loss": rng.uniform(0, 1, n)}
@@ -161,8 +193,11 @@ def plug_in_dynamics(cols: dict, spec) -> dict:
         dom = get("attn_signal_mean" if regime == "benign" else "attn_strong_mean")[:, -1]
         sds.append(float(np.std(dom, ddof=1)) if len(dom) > 1 else 0.0)
     log = np.array(onsets) if onsets else np.log([DYNAMICS_NOISE["onset"]])
-    return {"onset": float(np.exp(np.median(log))), "onset_sd": float(max(np.std(spread) if spread else 0, 0.1)),
-            "attn_sd": float(max(np.mean(sds), 0.01))}  # fmt: skip
+    return {
+        "onset": float(np.exp(np.median(log))),
+        "onset_sd": float(max(np.std(spread) if spread else 0, 0.1)),
+        "attn_sd": float(max(np.mean(sds), 0.01)),
+    }
 
 
 # measured on a cpu-scale run of jiang2024-fig3 (20 runs): V onsets at steps 2 (benign) and 8
@@ -177,14 +212,23 @@ def dynamics_design(regimes=("harmful", "benign")) -> Design:
     for r in regimes:
         token = "signal" if r == "benign" else "strong-noise"
         claims += [
-            ClaimAudit(f"sparse-{r}",
-                       Hypothesis(f"attention on the {token} token ends at 1.8/M", DYNAMICS_SOURCE, H1),
-                       Hypothesis("attention stays uniform (1/M)", "no effect: no concentration",
-                                  H1 | {"attn_final": 1.0})),
-            ClaimAudit(f"stages-{r}",
-                       Hypothesis("QK logits and attention start moving 3× later than the V-scalars", DYNAMICS_SOURCE, H1),
-                       Hypothesis("V, QK and attention start moving together", "no effect: a single stage",
-                                  H1 | {"stage_ratio": 1.0})),
-        ]  # fmt: skip
-    return Design(simulate=simulate_dynamics, claims=tuple(claims), noise=dict(DYNAMICS_NOISE),
-                  noise_source="default: measured on a cpu-scale run of jiang2024-fig3 (20 runs)", plug_in=plug_in_dynamics)  # fmt: skip
+            ClaimAudit(
+                f"sparse-{r}",
+                Hypothesis(f"attention on the {token} token ends at 1.8/M", DYNAMICS_SOURCE, H1),
+                Hypothesis("attention stays uniform (1/M)", "no effect: no concentration", H1 | {"attn_final": 1.0}),
+            ),
+            ClaimAudit(
+                f"stages-{r}",
+                Hypothesis("QK logits and attention start moving 3× later than the V-scalars", DYNAMICS_SOURCE, H1),
+                Hypothesis(
+                    "V, QK and attention start moving together", "no effect: a single stage", H1 | {"stage_ratio": 1.0}
+                ),
+            ),
+        ]
+    return Design(
+        simulate=simulate_dynamics,
+        claims=tuple(claims),
+        noise=dict(DYNAMICS_NOISE),
+        noise_source="default: measured on a cpu-scale run of jiang2024-fig3 (20 runs)",
+        plug_in=plug_in_dynamics,
+    )

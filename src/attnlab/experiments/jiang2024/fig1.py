@@ -81,14 +81,21 @@ PAPER = dict(data={"mu": [float(m) for m in range(1, 101)], "N": list(range(2, 2
 # cpu: d = 64, d_h = d_v = 32 (16× smaller tokens, 16× narrower heads); ‖μ‖ chosen so SNR spans
 # 1.9 … 62 (σ_p √d = 1.6), which puts the measured boundary inside the grid for every N.
 CPU = dict(
-    data={"d": 64, "N": list(range(2, 21, 2)),
-          "mu": [3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 15.0, 18.0, 22.0, 27.0, 33.0, 40.0, 50.0, 65.0, 100.0]},
-    model={"d_h": 32, "d_v": 32}, reps=5,
-)  # fmt: skip
+    data={
+        "d": 64,
+        "N": list(range(2, 21, 2)),
+        "mu": [3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 15.0, 18.0, 22.0, 27.0, 33.0, 40.0, 50.0, 65.0, 100.0],
+    },
+    model={"d_h": 32, "d_v": 32},
+    reps=5,
+)
 SMOKE = dict(
-    data={"d": 16, "M": 4, "N": [2, 8], "mu": [1.0, 30.0], "n_test": 20}, model={"d_h": 8, "d_v": 8},
-    train={"max_steps": 300}, reps=2, n_boot=20,
-)  # fmt: skip
+    data={"d": 16, "M": 4, "N": [2, 8], "mu": [1.0, 30.0], "n_test": 20},
+    model={"d_h": 8, "d_v": 8},
+    train={"max_steps": 300},
+    reps=2,
+    n_boot=20,
+)
 
 
 class Fig1(Experiment):
@@ -104,8 +111,12 @@ class Fig1(Experiment):
         "Success of a run = test loss < 0.2 at the stopping step; boundaries are logistic fits in (log SNR, log N).",
     ) + common.ASSUMPTIONS
 
-    audit = phase_design(with_snr, 12.4, "default: measured on a cpu-scale run of jiang2024-fig1 (800 runs)",
-                         C_paper=Spec.model_fields["C_paper"].default)  # fmt: skip
+    audit = phase_design(
+        with_snr,
+        12.4,
+        "default: measured on a cpu-scale run of jiang2024-fig1 (800 runs)",
+        C_paper=Spec.model_fields["C_paper"].default,
+    )
 
     def defaults(self):
         return common.DEFAULTS
@@ -135,8 +146,18 @@ class Fig1(Experiment):
             f"σ_p = {c['data.sigma_p']:g}, σ̃_p = {c['data.sigma_tilde_p']:g}, {spec.reps} runs per cell"
             + (f" × {spec.seeds} seed blocks" if spec.seeds > 1 else "")
         )
-        return phase.heatmap(snr, cols["data.N"], cols["test_loss"], spec, analysis, out, "fig1_heatmap", title,
-                             "SNR = ‖μ‖ / (σ_p √d)", C_theory=spec.C_paper)  # fmt: skip
+        return phase.heatmap(
+            snr,
+            cols["data.N"],
+            cols["test_loss"],
+            spec,
+            analysis,
+            out,
+            "fig1_heatmap",
+            title,
+            "SNR = ‖μ‖ / (σ_p √d)",
+            C_theory=spec.C_paper,
+        )
 
 
 EXPERIMENT = register(Fig1())

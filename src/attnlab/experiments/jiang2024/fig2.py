@@ -82,16 +82,31 @@ class Spec(ExperimentSpec):
 # the audit's default noise: the steepness of P(success) in log N + 2·log SNR, plugged in from a cpu run
 STEEPNESS = 2.15
 # the digit as one token of a patch-aligned 3×3 canvas (see the module docstring)
-DATA = {"name": "images", "dataset": "mnist", "classes": "0,1", "crop": 0, "border": 28, "patch": 28, "sigma": 1.0,
-        "place": "center", "norm": "none", "pool": 1000, "n_test": 100}  # fmt: skip
+DATA = {
+    "name": "images",
+    "dataset": "mnist",
+    "classes": "0,1",
+    "crop": 0,
+    "border": 28,
+    "patch": 28,
+    "sigma": 1.0,
+    "place": "center",
+    "norm": "none",
+    "pool": 1000,
+    "n_test": 100,
+}
 # s = 1 … 32: SNR ≈ 0.32 … 10 at σ = 1 (√2 steps at cpu, 2^(1/4) steps at paper scale)
 PAPER = dict(data={"N": list(range(2, 21, 2)), "signal": [round(2 ** (k / 4), 3) for k in range(21)]}, reps=10)
-CPU = dict(data={"N": list(range(2, 21, 2)), "signal": [1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0, 11.0, 16.0, 22.0, 32.0]},
-           reps=5)  # fmt: skip
+CPU = dict(
+    data={"N": list(range(2, 21, 2)), "signal": [1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0, 11.0, 16.0, 22.0, 32.0]}, reps=5
+)
 SMOKE = dict(
-    data={"N": [2, 8], "signal": [0.3, 10.0], "pool": 40, "n_test": 20}, model={"d_h": 8, "d_v": 8},
-    train={"max_steps": 300}, reps=2, n_boot=20,
-)  # fmt: skip
+    data={"N": [2, 8], "signal": [0.3, 10.0], "pool": 40, "n_test": 20},
+    model={"d_h": 8, "d_v": 8},
+    train={"max_steps": 300},
+    reps=2,
+    n_boot=20,
+)
 
 
 def data_static(row: dict) -> dict:
@@ -140,8 +155,11 @@ def layout(s: dict) -> dict[str, int]:
     h = s["crop"] or images.INFO[s["dataset"]].side
     off = np.array([[(side - h) // 2] * 2])
     share = images.image_mask(s, off)[0].mean(axis=1)
-    return {"image": int(np.sum(share == 1)), "noise": int(np.sum(share == 0)), "mixed": int(np.sum((share > 0) &
-            (share < 1)))}  # fmt: skip
+    return {
+        "image": int(np.sum(share == 1)),
+        "noise": int(np.sum(share == 0)),
+        "mixed": int(np.sum((share > 0) & (share < 1))),
+    }
 
 
 class Fig2(Experiment):
@@ -182,9 +200,16 @@ class Fig2(Experiment):
 
     def analyse(self, cols, spec: Spec) -> Analysis:
         a = phase.analyse_phase(
-            cols["data.N"], cols["snr"], cols["test_loss"], cols["status"], cols["block"], cols["rep"], spec,
-            judge_C=False, C_note="not judged: the paper gives no constant for its MNIST figure (Ĉ reported)",
-        )  # fmt: skip
+            cols["data.N"],
+            cols["snr"],
+            cols["test_loss"],
+            cols["status"],
+            cols["block"],
+            cols["rep"],
+            spec,
+            judge_C=False,
+            C_note="not judged: the paper gives no constant for its MNIST figure (Ĉ reported)",
+        )
         s = data_static({k: cols[k][0] for k in cols if k.startswith("data.")})
         shape = images.input_shape(s)
         a.summary = {
@@ -204,8 +229,17 @@ class Fig2(Experiment):
             f"σ = {s['sigma']:g}, d_h = {cols['model.d_h'][0]}, d_v = {cols['model.d_v'][0]}, {spec.reps} runs per cell"
             + (f" × {spec.seeds} seed blocks" if spec.seeds > 1 else "")
         )
-        paths = phase.heatmap(cols["snr"], cols["data.N"], cols["test_loss"], spec, analysis, out, "fig2_heatmap",
-                              title, "SNR = s·‖x‖_rms / (σ √d)")  # fmt: skip
+        paths = phase.heatmap(
+            cols["snr"],
+            cols["data.N"],
+            cols["test_loss"],
+            spec,
+            analysis,
+            out,
+            "fig2_heatmap",
+            title,
+            "SNR = s·‖x‖_rms / (σ √d)",
+        )
         return paths + self._samples(s, cols, out)
 
     def _samples(self, s: dict, cols, out: Path) -> list[Path]:

@@ -51,8 +51,14 @@ from attnlab.parts import register
 
 REGIMES = ("harmful", "benign")
 V_SCALARS = ("V_signal", "V_strong")
-QK_LOGITS = ("qk_signal_signal", "qk_signal_strong", "qk_strong_strong", "qk_strong_signal", "qk_weak_signal",
-             "qk_weak_strong")  # fmt: skip
+QK_LOGITS = (
+    "qk_signal_signal",
+    "qk_signal_strong",
+    "qk_strong_strong",
+    "qk_strong_signal",
+    "qk_weak_signal",
+    "qk_weak_strong",
+)
 
 
 class Spec(ExperimentSpec):
@@ -85,14 +91,25 @@ class Spec(ExperimentSpec):
 PAPER = dict(
     data={"M": 3, "d": 2048, "sigma_p": 0.05, "sigma_tilde_p": 1.0},
     model={"d_h": 1024, "d_v": 512, "init_scale": 32.0},
-    train={"lr": 0.01, "max_steps": 500, "loss_threshold": 0.0, "log_every": 5, "log_dense_until": 50,
-           "probes": "jiang2024"},
+    train={
+        "lr": 0.01,
+        "max_steps": 500,
+        "loss_threshold": 0.0,
+        "log_every": 5,
+        "log_dense_until": 50,
+        "probes": "jiang2024",
+    },
     reps=10,
-)  # fmt: skip
+)
 # cpu: d = 256, d_h = 128, d_v = 64 (8× smaller); ‖μ‖ = 18 keeps the benign N·SNR² ≈ 5·10³.
 CPU = dict(data={"d": 256}, model={"d_h": 128, "d_v": 64}, mu_benign=18.0)
-SMOKE = dict(data={"d": 32, "n_test": 20}, model={"d_h": 16, "d_v": 8}, mu_benign=4.0, reps=2,
-             train={"max_steps": 60, "log_every": 5, "log_dense_until": 10})  # fmt: skip
+SMOKE = dict(
+    data={"d": 32, "n_test": 20},
+    model={"d_h": 16, "d_v": 8},
+    mu_benign=4.0,
+    reps=2,
+    train={"max_steps": 60, "log_every": 5, "log_dense_until": 10},
+)
 
 
 class Fig3(Experiment):
@@ -111,20 +128,33 @@ class Fig3(Experiment):
 
     audit = dynamics_design(REGIMES)
     controls = (
-        Control("as-stated", "positive", "cpu", (), {"sparse-benign": "pass", "sparse-harmful": "pass"},
-                "the cpu design as it stands; its audit gives both sparse rules power 1.0"),
-        Control("frozen-softmax", "negative", "cpu", ("model.tau=1e-6",),
-                {"sparse-benign": "fail", "sparse-harmful": "fail"},
-                "softmax temperature 10⁻⁶: the logits (and their gradients) are scaled to ~0, so attention stays "
-                "uniform (1/M) and cannot concentrate on any token"),
-    )  # fmt: skip
+        Control(
+            "as-stated",
+            "positive",
+            "cpu",
+            (),
+            {"sparse-benign": "pass", "sparse-harmful": "pass"},
+            "the cpu design as it stands; its audit gives both sparse rules power 1.0",
+        ),
+        Control(
+            "frozen-softmax",
+            "negative",
+            "cpu",
+            ("model.tau=1e-6",),
+            {"sparse-benign": "fail", "sparse-harmful": "fail"},
+            "softmax temperature 10⁻⁶: the logits (and their gradients) are scaled to ~0, so attention stays "
+            "uniform (1/M) and cannot concentrate on any token",
+        ),
+    )
 
     def defaults(self):
         return merge(common.DEFAULTS, PAPER)
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
-        variants = [({"regime": r}, {"data.mu": getattr(spec, f"mu_{r}"), "data.N": getattr(spec, f"N_{r}")})
-                    for r in spec.regime]  # fmt: skip
+        variants = [
+            ({"regime": r}, {"data.mu": getattr(spec, f"mu_{r}"), "data.N": getattr(spec, f"N_{r}")})
+            for r in spec.regime
+        ]
         return expand(spec, variants)
 
     def _traces(self, cols, regime):
@@ -149,8 +179,10 @@ class Fig3(Experiment):
                 "QK": _onsets(t, QK, spec.onset_delta),
                 "attention": _onsets(t, dominant[:, None], spec.onset_attn),
             }
-            half = {k: [theory.first_crossing(t, _largest(x), 0.5) for x in g] for k, g in
-                    (("V", V), ("QK", QK), ("attention", dominant[:, None]))}  # fmt: skip
+            half = {
+                k: [theory.first_crossing(t, _largest(x), 0.5) for x in g]
+                for k, g in (("V", V), ("QK", QK), ("attention", dominant[:, None]))
+            }
             mu, N = getattr(spec, f"mu_{regime}"), getattr(spec, f"N_{regime}")
             snr = common.data.snr(mu, cols["data.sigma_p"][0], cols["data.d"][0])
             sel = cols["regime"] == regime
@@ -167,50 +199,77 @@ class Fig3(Experiment):
                 "half-change steps (run-length dependent, for reference)": half,
             }
             best_other = np.maximum(other[:, -1], weak_max[:, -1])
-            sparse = rules.sign_test(dominant[:, -1] - best_other, alpha=spec.alpha,
-                                     name=f"attention on {token} − best other token")  # fmt: skip
+            sparse = rules.sign_test(
+                dominant[:, -1] - best_other, alpha=spec.alpha, name=f"attention on {token} − best other token"
+            )
             mean_dom = float(dominant[:, -1].mean())
-            measured = sparse.measured | {f"attn_{token}": rounded(mean_dom),
-                                          "attn_best_other": rounded(float(best_other.mean())),
-                                          "threshold_1.25/M": rounded(1.25 / M)}  # fmt: skip
+            measured = sparse.measured | {
+                f"attn_{token}": rounded(mean_dom),
+                "attn_best_other": rounded(float(best_other.mean())),
+                "threshold_1.25/M": rounded(1.25 / M),
+            }
             outcome = rules.FAIL if mean_dom < 1.25 / M else sparse.outcome
-            claims.append(Claim.of(
-                f"sparse-{regime}", f"{regime} regime: query-averaged attention concentrates on the {token} token",
-                rules.Verdict(outcome, measured, sparse.rule + f"; and mean ≥ 1.25/M = {1.25 / M:.3f}",
-                              sparse.detail if mean_dom >= 1.25 / M else f"mean {mean_dom:.3f} < 1.25/M"),
-            ))  # fmt: skip
+            claims.append(
+                Claim.of(
+                    f"sparse-{regime}",
+                    f"{regime} regime: query-averaged attention concentrates on the {token} token",
+                    rules.Verdict(
+                        outcome,
+                        measured,
+                        sparse.rule + f"; and mean ≥ 1.25/M = {1.25 / M:.3f}",
+                        sparse.detail if mean_dom >= 1.25 / M else f"mean {mean_dom:.3f} < 1.25/M",
+                    ),
+                )
+            )
             V_on, later = np.asarray(onset["V"]), np.minimum(onset["QK"], onset["attention"])
             with np.errstate(invalid="ignore"):
                 diffs = np.where(np.isinf(V_on) & np.isinf(later), 0.0, later - V_on)  # ∞ vs ∞: a tie
             stages = rules.sign_test(diffs, alpha=spec.alpha, name="min(onset QK, onset attention) − onset V")
             med = {k: rounded(float(np.median(v))) for k, v in onset.items()}
-            claims.append(Claim.of(
-                f"stages-{regime}",
-                f"{regime} regime: V-scalars start growing before the QK logits and before the attention moves",
-                rules.Verdict(stages.outcome, stages.measured | {f"median_onset_{k}": v for k, v in med.items()},
-                              stages.rule, stages.detail),
-            ))  # fmt: skip
+            claims.append(
+                Claim.of(
+                    f"stages-{regime}",
+                    f"{regime} regime: V-scalars start growing before the QK logits and before the attention moves",
+                    rules.Verdict(
+                        stages.outcome,
+                        stages.measured | {f"median_onset_{k}": v for k, v in med.items()},
+                        stages.rule,
+                        stages.detail,
+                    ),
+                )
+            )
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
-        fig, axes = plt.subplots(len(spec.regime), 5, figsize=(17, 3.3 * len(spec.regime)), squeeze=False,
-                                 constrained_layout=True)  # fmt: skip
+        fig, axes = plt.subplots(
+            len(spec.regime), 5, figsize=(17, 3.3 * len(spec.regime)), squeeze=False, constrained_layout=True
+        )
         panels = (
             ("loss", (("train_loss", "train loss"), ("test_loss", "test loss"))),
             ("attention (sample 0)", (("attn_signal", "signal token"), ("attn_strong", "strong-noise token"))),
             ("V-scalars", (("V_signal", "μ₊ᵀW_V w_O"), ("V_strong", "ξ̃ᵀW_V w_O"))),
-            ("QK logits, signal and strong-noise queries",
-             (("qk_signal_signal", "μ₊ᵀW_QW_Kᵀμ₊"), ("qk_signal_strong", "μ₊ᵀW_QW_Kᵀξ̃"),
-              ("qk_strong_strong", "ξ̃ᵀW_QW_Kᵀξ̃"), ("qk_strong_signal", "ξ̃ᵀW_QW_Kᵀμ₊"))),
+            (
+                "QK logits, signal and strong-noise queries",
+                (
+                    ("qk_signal_signal", "μ₊ᵀW_QW_Kᵀμ₊"),
+                    ("qk_signal_strong", "μ₊ᵀW_QW_Kᵀξ̃"),
+                    ("qk_strong_strong", "ξ̃ᵀW_QW_Kᵀξ̃"),
+                    ("qk_strong_signal", "ξ̃ᵀW_QW_Kᵀμ₊"),
+                ),
+            ),
             ("QK logits, weak-noise query", (("qk_weak_signal", "ξ_iᵀW_QW_Kᵀμ₊"), ("qk_weak_strong", "ξ_iᵀW_QW_Kᵀξ̃"))),
-        )  # fmt: skip
+        )
         c = {k: cols[k][0] for k in ("data.d", "data.M", "model.d_h", "model.d_v", "train.lr", "model.init_scale")}
         for row, regime in zip(axes, spec.regime, strict=True):
             t, get = self._traces(cols, regime)
             s = analysis.summary[regime]
             onsets = {k: np.median([np.inf if x is None else x for x in v]) for k, v in s["onset steps"].items()}
-            judged = {"attention (sample 0)": "attention", "V-scalars": "V",
-                      "QK logits, signal and strong-noise queries": "QK", "QK logits, weak-noise query": "QK"}  # fmt: skip
+            judged = {
+                "attention (sample 0)": "attention",
+                "V-scalars": "V",
+                "QK logits, signal and strong-noise queries": "QK",
+                "QK logits, weak-noise query": "QK",
+            }
             for ax, (title, series) in zip(row, panels, strict=True):
                 for name, label in series:
                     plots.band(ax, t, get(name), label)
@@ -224,8 +283,11 @@ class Fig3(Experiment):
                 ax.set_xlim(0, t[-1])
                 ax.set_xlabel("iteration (linear to 10, then log)")
                 ax.legend(fontsize=7)
-            row[0].set_ylabel(f"{regime}: ‖μ‖ = {getattr(spec, f'mu_{regime}'):g}, N = {getattr(spec, f'N_{regime}')}, "
-                              f"N·SNR² = {s['N·SNR²']:.3g}", fontsize=9)  # fmt: skip
+            row[0].set_ylabel(
+                f"{regime}: ‖μ‖ = {getattr(spec, f'mu_{regime}'):g}, N = {getattr(spec, f'N_{regime}')}, "
+                f"N·SNR² = {s['N·SNR²']:.3g}",
+                fontsize=9,
+            )
         fig.suptitle(
             f"{self.id}: d = {c['data.d']}, M = {c['data.M']}, d_h = {c['model.d_h']}, d_v = {c['model.d_v']}, "
             f"lr = {c['train.lr']:g}, init/{c['model.init_scale']:g}, mean ± std over {spec.reps * spec.seeds} repeats",

@@ -50,7 +50,8 @@ def underpowered(verdict: rules.Verdict, min_runs: int, runs: int, src: str) -> 
     """A rule the audit gives too little power below ``min_runs`` runs: reported as a measurement."""
     return rules.Verdict(rules.DESCRIPTIVE, verdict.measured, verdict.rule), (
         f"descriptive below {min_runs} runs (this run: {runs}): `attnlab audit` gives the rule a power below 0.8 "
-        f"there; {src}")  # fmt: skip
+        f"there; {src}"
+    )
 
 
 def blocks_interval(est: theory.Estimate, per_block: np.ndarray) -> tuple[float, float, float, str]:
@@ -76,9 +77,11 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
     logN, logS = np.log(N), np.log(snr)
     n_boot, seed, claims = spec.n_boot, spec.seed, []
     summary = {
-        "cells": len(N), "diverged (left out)": int(np.sum(~ok)),
-        "reached train loss < threshold": float(converged.mean()), "success rate (per run)": float(success.mean()),
-    }  # fmt: skip
+        "cells": len(N),
+        "diverged (left out)": int(np.sum(~ok)),
+        "reached train loss < threshold": float(converged.mean()),
+        "success rate (per run)": float(success.mean()),
+    }
     mixed = 0 < success.sum() < len(success)
     blocks = np.unique(block)
 
@@ -106,42 +109,65 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
         expo, slope_b, curv_b, expo_b = None, np.array([]), np.array([]), np.array([])
     if m_mixed:
         C_mean = theory.boundary_constant(m_logN + 2 * m_logS, m_success, n_boot=n_boot, seed=seed)
-        C_mean_b = np.array([
-            theory.boundary_constant(m_logN[m_block == b] + 2 * m_logS[m_block == b], m_success[m_block == b],
-                                     n_boot=0).value for b in blocks
-        ]) if len(blocks) >= 2 else np.array([])  # fmt: skip
+        C_mean_b = (
+            np.array(
+                [
+                    theory.boundary_constant(
+                        m_logN[m_block == b] + 2 * m_logS[m_block == b], m_success[m_block == b], n_boot=0
+                    ).value
+                    for b in blocks
+                ]
+            )
+            if len(blocks) >= 2
+            else np.array([])
+        )
     else:
         C_mean, C_mean_b = theory.Estimate.missing(), np.array([])
     summary.update(
-        slope_bootstrap=slope.as_dict(), curvature_bootstrap=curv.as_dict(),
-        curvature_over_the_whole_grid=curv_grid.as_dict(), C_per_run=C_run.as_dict(1),
-        C_mean_quantity=C_mean.as_dict(1), free_exponent=expo.as_dict() if expo else None,
-        per_block={"slope": slope_b.tolist(), "curvature": curv_b.tolist(), "p": expo_b.tolist(),
-                   "C_mean_quantity": C_mean_b.tolist()},
-    )  # fmt: skip
+        slope_bootstrap=slope.as_dict(),
+        curvature_bootstrap=curv.as_dict(),
+        curvature_over_the_whole_grid=curv_grid.as_dict(),
+        C_per_run=C_run.as_dict(1),
+        C_mean_quantity=C_mean.as_dict(1),
+        free_exponent=expo.as_dict() if expo else None,
+        per_block={
+            "slope": slope_b.tolist(),
+            "curvature": curv_b.tolist(),
+            "p": expo_b.tolist(),
+            "C_mean_quantity": C_mean_b.tolist(),
+        },
+    )
     none = "no boundary inside the grid: every cell succeeded or every cell failed"
 
     v, lo, hi, src = blocks_interval(slope, slope_b)
     slope_v, src = rules.equivalence(v, lo, hi, spec.slope_margin, "slope"), src if mixed else none
     if len(N) < spec.slope_min_runs:
         slope_v, src = underpowered(slope_v, spec.slope_min_runs, len(N), src)
-    claims.append(Claim.of(
-        "slope", "the test-loss boundary has slope −2 in log N vs log SNR (N ∝ SNR⁻²)", slope_v, src))  # fmt: skip
+    claims.append(
+        Claim.of("slope", "the test-loss boundary has slope −2 in log N vs log SNR (N ∝ SNR⁻²)", slope_v, src)
+    )
     v, lo, hi, src = blocks_interval(curv, curv_b)
     curvature = rules.equivalence(v, lo, hi, spec.curvature_margin, "slope change across the boundary's SNR span")
     src = src if mixed and len(np.unique(logS)) >= 3 else none if not mixed else "needs ≥ 3 SNR values"
     if len(N) < spec.curvature_min_runs:  # decided by the design, before the run: see the docstring
         curvature, src = underpowered(curvature, spec.curvature_min_runs, len(N), src)
-    claims.append(Claim.of(
-        "curvature", "the boundary is a straight line in (log SNR, log N): its slope does not drift across SNR",
-        curvature, src))  # fmt: skip
+    claims.append(
+        Claim.of(
+            "curvature",
+            "the boundary is a straight line in (log SNR, log N): its slope does not drift across SNR",
+            curvature,
+            src,
+        )
+    )
     if expo is not None:
         v, lo, hi, src = blocks_interval(expo.p, expo_b)
         outcome = rules.PASS if lo > 1.5 else rules.FAIL if hi < 1.5 else rules.INCONCLUSIVE
-        form = rules.Verdict(outcome, {"p": rounded(v), "ci95": [rounded(lo), rounded(hi)],
-                                       "lr_p_value": expo.as_dict()["p_value"]},
-                             "95% interval of the free exponent p of N·SNR^p = C lies above 1.5 "
-                             "(closer to 2 than to 1); fail if it lies below 1.5")  # fmt: skip
+        form = rules.Verdict(
+            outcome,
+            {"p": rounded(v), "ci95": [rounded(lo), rounded(hi)], "lr_p_value": expo.as_dict()["p_value"]},
+            "95% interval of the free exponent p of N·SNR^p = C lies above 1.5 "
+            "(closer to 2 than to 1); fail if it lies below 1.5",
+        )
     else:
         form, src = rules.Verdict(rules.INCONCLUSIVE, {}, "free exponent p above 1.5"), none
     claims.append(Claim.of("form", "the boundary is N·SNR² = C rather than N·SNR = C", form, src))
@@ -149,17 +175,25 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
     v, lo, hi, src = blocks_interval(C_mean, C_mean_b)
     summary[C_KEY] = {"value": rounded(v, 1), "ci95": [rounded(lo, 1), rounded(hi, 1)], "from": src}
     if judge_C:
-        claims.append(Claim.of(
-            "C", f"the boundary constant C of N·SNR² = C (mean test loss over runs, as in panel b) agrees "
-            f"with the paper's {spec.C_paper:g}", rules.equivalence(v, lo, hi, spec.C_margin, "C"),
-            src if m_mixed else none))  # fmt: skip
+        claims.append(
+            Claim.of(
+                "C",
+                f"the boundary constant C of N·SNR² = C (mean test loss over runs, as in panel b) agrees "
+                f"with the paper's {spec.C_paper:g}",
+                rules.equivalence(v, lo, hi, spec.C_margin, "C"),
+                src if m_mixed else none,
+            )
+        )
     else:
         summary["C claim"] = C_note
 
     # benign / harmful, held out: Ĉ from the even repeats, judged on the odd ones
     fit_half = rep % 2 == 0 if spec.reps >= 2 else block % 2 == 0 if len(blocks) >= 2 else np.arange(len(N)) % 2 == 0
-    C_fit = theory.boundary_constant((logN + 2 * logS)[fit_half], success[fit_half], n_boot=0).value \
-        if 0 < success[fit_half].sum() < fit_half.sum() else np.nan  # fmt: skip
+    C_fit = (
+        theory.boundary_constant((logN + 2 * logS)[fit_half], success[fit_half], n_boot=0).value
+        if 0 < success[fit_half].sum() < fit_half.sum()
+        else np.nan
+    )
     prod = N * snr**2
     summary["C fitted on the fit half (for the regions)"] = rounded(C_fit, 1)
     f = spec.region_factor
@@ -170,15 +204,30 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
         sel = region & ~fit_half
         k, n = int(np.sum(sel & good & converged)), int(np.sum(sel))
         verdict = rules.held_out(k, n, spec.min_share, name=f"held-out {name}-region cells")
-        claims.append(Claim.of(
-            name, f"held-out cells {'well above' if name == 'benign' else 'well below'} the fitted curve overfit "
-            f"{'benignly' if name == 'benign' else 'harmfully'} ({words}, after reaching the training threshold)",
-            verdict, "" if np.isfinite(C_fit) else "no boundary in the fit half"))  # fmt: skip
+        claims.append(
+            Claim.of(
+                name,
+                f"held-out cells {'well above' if name == 'benign' else 'well below'} the fitted curve overfit "
+                f"{'benignly' if name == 'benign' else 'harmfully'} ({words}, after reaching the training threshold)",
+                verdict,
+                "" if np.isfinite(C_fit) else "no boundary in the fit half",
+            )
+        )
     return Analysis(claims=claims, summary=summary)
 
 
-def heatmap(snr, N, test_loss, spec, analysis: Analysis, out: Path, name: str, suptitle: str, xlabel: str,
-            C_theory: float | None = None) -> list[Path]:  # fmt: skip
+def heatmap(
+    snr,
+    N,
+    test_loss,
+    spec,
+    analysis: Analysis,
+    out: Path,
+    name: str,
+    suptitle: str,
+    xlabel: str,
+    C_theory: float | None = None,
+) -> list[Path]:
     """Panel (a): mean test loss over (SNR, N) on real coordinates; panel (b): the same binarised
     at ``spec.level``. Both carry the fitted N·SNR² = Ĉ (mean quantity), the empirical level
     contour and, with ``C_theory``, the theory curve N·SNR² = C_theory."""

@@ -50,9 +50,13 @@ def build(ctx):
             return (a @ params["W_Q"]) @ (b @ params["W_K"])
 
         for name, (a, b) in {
-            "signal_signal": (mu_p, mu_p), "signal_strong": (mu_p, xi_s), "strong_strong": (xi_s, xi_s),
-            "strong_signal": (xi_s, mu_p), "weak_signal": (xi_i, mu_p), "weak_strong": (xi_i, xi_s),
-        }.items():  # fmt: skip
+            "signal_signal": (mu_p, mu_p),
+            "signal_strong": (mu_p, xi_s),
+            "strong_strong": (xi_s, xi_s),
+            "strong_signal": (xi_s, mu_p),
+            "weak_signal": (xi_i, mu_p),
+            "weak_strong": (xi_i, xi_s),
+        }.items():
             out[f"qk_{name}"] = qk(a, b)
         f_test, _ = jax.vmap(lambda x: ctx.apply(params, x))(data["X_test"])
         out["test_loss"] = ctx.loss.fn(f_test, data["y_test"]).mean()

@@ -57,6 +57,14 @@ ASSUMPTIONS = (
 DEFAULTS = {
     "data": {"name": "li2023", "M": 20, "d": 100, "L": 50, "noise": "coord", "tau": 0.2, "n_test": 1000},
     "model": {"name": "li2023-vit", "init": "gaussian", "m": 64, "m_a": 32, "m_b": 32},
-    "train": {"loss": "logistic", "optimizer": "gd", "lr": 0.2, "batch_size": 32, "max_steps": 1000,
-              "loss_threshold": 1e-9, "stop_on": "hinge", "stop_every": 10},
-}  # fmt: skip
+    "train": {
+        "loss": "logistic",
+        "optimizer": "gd",
+        "lr": 0.2,
+        "batch_size": 32,
+        "max_steps": 1000,
+        "loss_threshold": 1e-9,
+        "stop_on": "hinge",
+        "stop_every": 10,
+    },
+}

@@ -130,8 +130,12 @@ def simulate_diagram(exp, world: dict, noise: dict, spec, cells: list[dict], rng
     wrong = np.minimum(rng.geometric(0.1, n), n_test)  # a failed run gets a few test samples wrong
     # iterations: log-normal around T_mid at the grid's centre, α_*^−r·N^T_N, checked every stop_every steps
     la = -np.log(cols["data.alpha_star"].astype(float))
-    logT = (np.log(noise["T_mid"]) + world["r"] * (la - la[grid].mean()) + noise["T_N"] * (logN - logN[grid].mean())
-            + noise["T_sd"] * rng.standard_normal(n))  # fmt: skip
+    logT = (
+        np.log(noise["T_mid"])
+        + world["r"] * (la - la[grid].mean())
+        + noise["T_N"] * (logN - logN[grid].mean())
+        + noise["T_sd"] * rng.standard_normal(n)
+    )
     lr = cols["train.lr"].astype(float)  # the η stage: T ∝ η^−e about the grid's lr
     logT -= world.get("e", 1.0) * np.log(lr / lr[grid][0])
     every, cap = cols["train.stop_every"].astype(float), cols["train.max_steps"].astype(float)
@@ -141,12 +145,16 @@ def simulate_diagram(exp, world: dict, noise: dict, spec, cells: list[dict], rng
         a0 = 0.33 + noise.get("attn_sd", 0.02) * rng.standard_normal(n)
         aT = a0 + world.get("attn_gain", 0.0) + noise.get("attn_sd", 0.02) * rng.standard_normal(n)
         extra["trace_attn_relevant"] = _rows(np.column_stack([a0, aT]))
-    return cols | extra | {
-        "test_error": np.where(success, 0.0, wrong / n_test),
-        "test_loss": np.where(success, 0.1, 0.3) * np.exp(0.3 * rng.standard_normal(n)),
-        "status": np.where(T <= cap, "converged", "cap").astype(object),
-        "stop_step": np.minimum(T, cap).astype(int),
-    }  # fmt: skip
+    return (
+        cols
+        | extra
+        | {
+            "test_error": np.where(success, 0.0, wrong / n_test),
+            "test_loss": np.where(success, 0.1, 0.3) * np.exp(0.3 * rng.standard_normal(n)),
+            "status": np.where(T <= cap, "converged", "cap").astype(object),
+            "stop_step": np.minimum(T, cap).astype(int),
+        }
+    )
 
 
 def plug_in_diagram(exp):
@@ -168,8 +176,11 @@ def plug_in_diagram(exp):
             y = np.log(get("stop_step")[conv].astype(float))
             coef, *_ = np.linalg.lstsq(Z[conv], y, rcond=None)
             rank = np.linalg.matrix_rank(Z[conv])
-            out |= {"T_mid": float(np.exp(coef[0])), "T_N": float(coef[2]),
-                    "T_sd": float(np.sqrt(np.sum((y - Z[conv] @ coef) ** 2) / max(conv.sum() - rank, 1)))}  # fmt: skip
+            out |= {
+                "T_mid": float(np.exp(coef[0])),
+                "T_N": float(coef[2]),
+                "T_sd": float(np.sqrt(np.sum((y - Z[conv] @ coef) ** 2) / max(conv.sum() - rank, 1))),
+            }
         if "trace_attn_relevant" in cols:  # the per-run scatter of the attention at the start and the end
             A = [np.asarray(a, float) for a in np.asarray(cols["trace_attn_relevant"], object)[g]]
             out["attn_sd"] = float(np.std([a[-1] - a[0] for a in A], ddof=1) / np.sqrt(2))
@@ -192,37 +203,62 @@ def _claims(exp) -> tuple[ClaimAudit, ...]:
         k, other = exp.favoured, 6 - exp.favoured
         law = lambda p: {"p": p, "r": 1.0}
         h1 = Hypothesis(f"N·α_*^{k:g} = C (boundary inside the grid)", SOURCE[k], law(k))
-        h0 = Hypothesis(f"N·α_*^{other:g} = C", "the other learner's law, which the paper contrasts: " + SOURCE[other],
-                        law(other))  # fmt: skip
+        h0 = Hypothesis(
+            f"N·α_*^{other:g} = C", "the other learner's law, which the paper contrasts: " + SOURCE[other], law(other)
+        )
         thm = "Li et al. 2023, Thm 1: T = Θ(α_*^−1·η^−1)"
         r1 = Hypothesis("T ∝ α_*^−1 (r = 1)", thm, law(k))
         r0 = Hypothesis("T does not depend on α_* (r = 0)", "no effect", law(k) | {"r": 0.0})
         return (
-            ClaimAudit("line", h1, h0), ClaimAudit("exponent", h1, h0), ClaimAudit("likelihood", h1, h0),
+            ClaimAudit("line", h1, h0),
+            ClaimAudit("exponent", h1, h0),
+            ClaimAudit("likelihood", h1, h0),
             ClaimAudit("iterations", r1, r0),
-            ClaimAudit("iterations-eta", Hypothesis("T ∝ η^−1 (e = 1)", thm, law(k)),
-                       Hypothesis("T does not depend on η (e = 0)", "no effect", law(k) | {"e": 0.0})),
+            ClaimAudit(
+                "iterations-eta",
+                Hypothesis("T ∝ η^−1 (e = 1)", thm, law(k)),
+                Hypothesis("T does not depend on η (e = 0)", "no effect", law(k) | {"e": 0.0}),
+            ),
             # the theorem regime's directional predictions (li2023-fig1-theorem)
-            ClaimAudit("success-N", Hypothesis("success rises with N (N·α_*^2 = C)", THM1, law(k)),
-                       Hypothesis("success does not depend on N", "no effect", law(k) | {"sN": 0.0})),
-            ClaimAudit("success-alpha", Hypothesis("success rises with α_* (N·α_*^2 = C)", THM1, law(k)),
-                       Hypothesis("success does not depend on α_*", "no effect", law(k) | {"p": 0.0})),
-            ClaimAudit("nc-grows", Hypothesis("N_c ∝ α_*^−2", THM1, law(k)),
-                       Hypothesis("N_c does not depend on α_* (p = 0)", "no effect", law(k) | {"p": 0.0})),
+            ClaimAudit(
+                "success-N",
+                Hypothesis("success rises with N (N·α_*^2 = C)", THM1, law(k)),
+                Hypothesis("success does not depend on N", "no effect", law(k) | {"sN": 0.0}),
+            ),
+            ClaimAudit(
+                "success-alpha",
+                Hypothesis("success rises with α_* (N·α_*^2 = C)", THM1, law(k)),
+                Hypothesis("success does not depend on α_*", "no effect", law(k) | {"p": 0.0}),
+            ),
+            ClaimAudit(
+                "nc-grows",
+                Hypothesis("N_c ∝ α_*^−2", THM1, law(k)),
+                Hypothesis("N_c does not depend on α_* (p = 0)", "no effect", law(k) | {"p": 0.0}),
+            ),
             ClaimAudit("iterations-fall", r1, r0),
-            ClaimAudit("attention-rises",
-                       Hypothesis(f"the attention on relevant tokens rises by {ATTN_GAIN} over a run", ATTN_SRC,
-                                  law(k) | {"attn_gain": ATTN_GAIN}),
-                       Hypothesis("the attention does not move", "no effect", law(k) | {"attn_gain": 0.0})),
-        )  # fmt: skip
+            ClaimAudit(
+                "attention-rises",
+                Hypothesis(
+                    f"the attention on relevant tokens rises by {ATTN_GAIN} over a run",
+                    ATTN_SRC,
+                    law(k) | {"attn_gain": ATTN_GAIN},
+                ),
+                Hypothesis("the attention does not move", "no effect", law(k) | {"attn_gain": 0.0}),
+            ),
+        )
     x = exp.axis_name
-    return (ClaimAudit(
-        "shift",
-        Hypothesis(f"N_c ∝ (α_* − c·{x})^−2, 4× larger at the grid's largest {x} than at its smallest",
-                   f"Li et al. 2023, Thm 1: the sample complexity grows with the token noise τ and the initial error σ "
-                   f"(the bound's α_*^−2 form with α_* reduced by c·{x}; the theorem fixes no c)",
-                   {"shift": 0.5, "r": 1.0}),
-        Hypothesis(f"N_c does not depend on {x}", "no effect", {"shift": 0.0, "r": 1.0})),)  # fmt: skip
+    return (
+        ClaimAudit(
+            "shift",
+            Hypothesis(
+                f"N_c ∝ (α_* − c·{x})^−2, 4× larger at the grid's largest {x} than at its smallest",
+                f"Li et al. 2023, Thm 1: the sample complexity grows with the token noise τ and the initial error σ "
+                f"(the bound's α_*^−2 form with α_* reduced by c·{x}; the theorem fixes no c)",
+                {"shift": 0.5, "r": 1.0},
+            ),
+            Hypothesis(f"N_c does not depend on {x}", "no effect", {"shift": 0.0, "r": 1.0}),
+        ),
+    )
 
 
 def diagram_design(noise: dict, noise_source: str) -> PerExperiment:
@@ -231,9 +267,12 @@ def diagram_design(noise: dict, noise_source: str) -> PerExperiment:
     def build(exp) -> Design:
         return Design(
             simulate=lambda world, nz, spec, cells, rng: simulate_diagram(exp, world, nz, spec, cells, rng),
-            claims=_claims(exp), noise=dict(noise), noise_source=noise_source, plug_in=plug_in_diagram(exp),
+            claims=_claims(exp),
+            noise=dict(noise),
+            noise_source=noise_source,
+            plug_in=plug_in_diagram(exp),
             cells=lambda spec: exp.cells(spec, run=_tuning(spec)),
-        )  # fmt: skip
+        )
 
     return PerExperiment(build)
 
@@ -248,8 +287,10 @@ def simulate_attention(world: dict, noise: dict, spec, cells: list[dict], rng: n
     from attnlab import train as T
 
     c0, n = cells[0], len(cells)
-    t = np.asarray(T.log_schedule(c0["train.max_steps"], every=c0["train.log_every"],
-                                  dense_until=c0["train.log_dense_until"]), float)  # fmt: skip
+    t = np.asarray(
+        T.log_schedule(c0["train.max_steps"], every=c0["train.log_every"], dense_until=c0["train.log_dense_until"]),
+        float,
+    )
     q, A_inf = world["q"], world["A_inf"]
     top = A_inf if A_inf > A_100 else 1.0  # the level A(100) = A_100 is calibrated on
     ratio = (top - A_0) / (top - A_100)
@@ -263,8 +304,12 @@ def simulate_attention(world: dict, noise: dict, spec, cells: list[dict], rng: n
     # SGD's step-to-step wobble, multiplicative on the softmax mass left over; A(0) is the init's own
     A = 1 - (1 - A) * np.exp(noise["jitter"] * rng.standard_normal(A.shape) * (t > 0))
     L = np.log(float(c0["data.L"]))
-    return _table(cells) | {"trace_step": _rows(np.tile(t, (n, 1))), "trace_attn_relevant": _rows(A),
-                            "trace_attn_entropy": _rows(L * (1 - A)), "test_error": np.zeros(n)}  # fmt: skip
+    return _table(cells) | {
+        "trace_step": _rows(np.tile(t, (n, 1))),
+        "trace_attn_relevant": _rows(A),
+        "trace_attn_entropy": _rows(L * (1 - A)),
+        "test_error": np.zeros(n),
+    }
 
 
 def plug_in_attention(cols: dict, spec) -> dict:
@@ -276,8 +321,12 @@ def plug_in_attention(cols: dict, spec) -> dict:
     late = t >= 0.6 * t[-1]
     lt, g = np.log(t[late]), np.log(np.clip(1 - A[:, late], 1e-9, None))
     resid = [np.std(y - np.polyval(np.polyfit(lt, y, 1), lt), ddof=2) for y in g]
-    return {"A0_sd": float(np.std(A[:, 0], ddof=1)), "plateau_sd": float(np.std(A[:, -1], ddof=1)),
-            "onset_sd": float(np.std(np.log(np.maximum(half, 1)), ddof=1)), "jitter": float(np.median(resid))}  # fmt: skip
+    return {
+        "A0_sd": float(np.std(A[:, 0], ddof=1)),
+        "plateau_sd": float(np.std(A[:, -1], ddof=1)),
+        "onset_sd": float(np.std(np.log(np.maximum(half, 1)), ddof=1)),
+        "jitter": float(np.median(resid)),
+    }
 
 
 _H1_ATTN = {"A_inf": 1.0, "q": 1.0}
@@ -287,25 +336,52 @@ A_PLATEAU = 0.95
 ATTENTION = Design(
     simulate=simulate_attention,
     claims=(
-        ClaimAudit("rises", Hypothesis("1 − A(t) = 0.46/(1 + t/t₁): A(0) = 0.54, A(100) = 0.91, → 1 as O(1/t)", FIG3, _H1_ATTN),
-                   Hypothesis("the attention does not concentrate (A stays at A(0))", "no effect", {"A_inf": A_0, "q": 1.0})),
-        ClaimAudit("near-one", Hypothesis("A(T) → 1 as O(1/t) (A(500) ≈ 0.98)", FIG3, _H1_ATTN),
-                   Hypothesis("the same rise to a plateau of 0.85, below the level 0.9", "partial concentration: the "
-                              "paper argues the mass tends to near 1", {"A_inf": 0.85, "q": 1.0})),
-        ClaimAudit("rate", Hypothesis(f"A_∞ − A(t) ∝ (1 + t/t₁)^−1 to a plateau A_∞ = {A_PLATEAU} below 1: O(1/t), the "
-                                      "proved rate", FIG3 + "; the plateau 1 − η^C of Thm 1", {"A_inf": A_PLATEAU, "q": 1.0}),
-                   Hypothesis("A_∞ − A(t) ∝ (1 + t/t₁)^−½ to the same plateau (A(100) = 0.91 too)", "a slower decay "
-                              "than the O(1/t) the paper proves", {"A_inf": A_PLATEAU, "q": 0.5})),
-        ClaimAudit("rate", Hypothesis(f"A_∞ − A(t) ∝ (1 + t/t₁)^−1 to a plateau A_∞ = {A_PLATEAU} below 1: O(1/t), the "
-                                      "proved rate", FIG3 + "; the plateau 1 − η^C of Thm 1", {"A_inf": A_PLATEAU, "q": 1.0}),
-                   Hypothesis("A_∞ − A(t) ∝ exp(−t/t₁) to the same plateau (A(100) = 0.91 too)", "a faster, linear-rate "
-                              "approach (gradient descent near a strongly convex minimum), not the 1/t the paper proves",
-                              {"A_inf": A_PLATEAU, "q": 1.0, "shape": "exponential"})),
+        ClaimAudit(
+            "rises",
+            Hypothesis("1 − A(t) = 0.46/(1 + t/t₁): A(0) = 0.54, A(100) = 0.91, → 1 as O(1/t)", FIG3, _H1_ATTN),
+            Hypothesis("the attention does not concentrate (A stays at A(0))", "no effect", {"A_inf": A_0, "q": 1.0}),
+        ),
+        ClaimAudit(
+            "near-one",
+            Hypothesis("A(T) → 1 as O(1/t) (A(500) ≈ 0.98)", FIG3, _H1_ATTN),
+            Hypothesis(
+                "the same rise to a plateau of 0.85, below the level 0.9",
+                "partial concentration: the paper argues the mass tends to near 1",
+                {"A_inf": 0.85, "q": 1.0},
+            ),
+        ),
+        ClaimAudit(
+            "rate",
+            Hypothesis(
+                f"A_∞ − A(t) ∝ (1 + t/t₁)^−1 to a plateau A_∞ = {A_PLATEAU} below 1: O(1/t), the proved rate",
+                FIG3 + "; the plateau 1 − η^C of Thm 1",
+                {"A_inf": A_PLATEAU, "q": 1.0},
+            ),
+            Hypothesis(
+                "A_∞ − A(t) ∝ (1 + t/t₁)^−½ to the same plateau (A(100) = 0.91 too)",
+                "a slower decay than the O(1/t) the paper proves",
+                {"A_inf": A_PLATEAU, "q": 0.5},
+            ),
+        ),
+        ClaimAudit(
+            "rate",
+            Hypothesis(
+                f"A_∞ − A(t) ∝ (1 + t/t₁)^−1 to a plateau A_∞ = {A_PLATEAU} below 1: O(1/t), the proved rate",
+                FIG3 + "; the plateau 1 − η^C of Thm 1",
+                {"A_inf": A_PLATEAU, "q": 1.0},
+            ),
+            Hypothesis(
+                "A_∞ − A(t) ∝ exp(−t/t₁) to the same plateau (A(100) = 0.91 too)",
+                "a faster, linear-rate "
+                "approach (gradient descent near a strongly convex minimum), not the 1/t the paper proves",
+                {"A_inf": A_PLATEAU, "q": 1.0, "shape": "exponential"},
+            ),
+        ),
     ),
     noise={"A0_sd": 0.0049, "plateau_sd": 0.0026, "onset_sd": 0.54, "jitter": 0.047},
     noise_source="default: measured on a cpu-scale run of li2023-fig3 (10 repeats)",
     plug_in=plug_in_attention,
-)  # fmt: skip
+)
 
 
 # ---------------------------------------------------------------- fig4: token sparsification
@@ -343,7 +419,9 @@ def simulate_sparsification(world: dict, noise: dict, spec, cells: list[dict], r
         level = np.where(noisy, c0["data.noisy_tau"], c0["data.tau"])
         norm = level * np.sqrt(rng.chisquare(d, shape))  # ‖z_l‖ of per-coordinate Gaussian noise
         # the mean-pooled model: margin M and sd S before removal (the operating point), scaled per cell
-        f = (b * role + c * level * rng.standard_normal(shape)) * np.exp(noise["cell_sd"] * rng.standard_normal((C, 1, 1)))
+        f = (b * role + c * level * rng.standard_normal(shape)) * np.exp(
+            noise["cell_sd"] * rng.standard_normal((C, 1, 1))
+        )
         return f, role, norm
 
     def order(how: str, role, norm):
@@ -358,8 +436,12 @@ def simulate_sparsification(world: dict, noise: dict, spec, cells: list[dict], r
 
     # test time: the model trained on all tokens, evaluated on the mean over the kept tokens
     f, role, norm = draw(C)
-    informed = {"irrelevant": "irrelevant", "noisiest": "noisiest", "random": "random",
-                "attention": "irrelevant"}  # attention concentrated on relevant and confusion keys  # fmt: skip
+    informed = {
+        "irrelevant": "irrelevant",
+        "noisiest": "noisiest",
+        "random": "random",
+        "attention": "irrelevant",
+    }  # attention concentrated on relevant and confusion keys
     loss, hinge, err = (np.empty((C, len(sparsify.STRATEGIES), len(ks))) for _ in range(3))
     for j, s in enumerate(sparsify.STRATEGIES):
         how = world[s]
@@ -368,10 +450,15 @@ def simulate_sparsification(world: dict, noise: dict, spec, cells: list[dict], r
         err[:, j] = (m <= 0).mean(1)
     S, K = len(sparsify.STRATEGIES), len(ks)
     cols = {k: np.repeat(v, S * K) for k, v in _table(base).items()}
-    cols |= {"id": np.repeat([cell_id(c) for c in base], S * K), "removal": np.full(C * S * K, "test", object),
-             "strategy": np.tile(np.repeat(np.array(sparsify.STRATEGIES, object), K), C),
-             "k_removed": np.tile(ks, C * S), "test_loss": loss.ravel(), "test_hinge": hinge.ravel(),
-             "test_error": err.ravel()}  # fmt: skip
+    cols |= {
+        "id": np.repeat([cell_id(c) for c in base], S * K),
+        "removal": np.full(C * S * K, "test", object),
+        "strategy": np.tile(np.repeat(np.array(sparsify.STRATEGIES, object), K), C),
+        "k_removed": np.tile(ks, C * S),
+        "test_loss": loss.ravel(),
+        "test_hinge": hinge.ravel(),
+        "test_error": err.ravel(),
+    }
     # training time: a model retrained on the kept tokens; training sets the scale of its margin
     # (it stops at zero training hinge loss), so the signal kept is scaled back to the operating
     # margin and what changes is the noise kept beside it: the mean margin stays, its spread moves
@@ -388,10 +475,15 @@ def simulate_sparsification(world: dict, noise: dict, spec, cells: list[dict], r
     if rows:
         group = [cc for g, *_ in rows for cc in g]
         tr = _table(group)
-        tr |= {"id": np.array([cell_id(cc) for cc in group]), "removal": np.full(len(group), "train", object),
-               "strategy": tr["data.sparsify"].astype(object), "k_removed": tr["data.sparsify_k"].astype(int),
-               "test_loss": np.concatenate([r[1] for r in rows]), "test_hinge": np.concatenate([r[2] for r in rows]),
-               "test_error": np.concatenate([r[3] for r in rows])}  # fmt: skip
+        tr |= {
+            "id": np.array([cell_id(cc) for cc in group]),
+            "removal": np.full(len(group), "train", object),
+            "strategy": tr["data.sparsify"].astype(object),
+            "k_removed": tr["data.sparsify_k"].astype(int),
+            "test_loss": np.concatenate([r[1] for r in rows]),
+            "test_hinge": np.concatenate([r[2] for r in rows]),
+            "test_error": np.concatenate([r[3] for r in rows]),
+        }
         cols = {key: np.concatenate([cols[key], tr[key]]) for key in cols}
     return cols
 
@@ -420,38 +512,84 @@ def plug_in_sparsification(cols: dict, spec) -> dict:
     at0 = (np.asarray(cols["k_removed"]) == 0) & (np.asarray(cols["strategy"]) == "random")
     if "removal" in cols:
         at0 &= np.asarray(cols["removal"]) == "test"
-    return operating_point(np.asarray(cols["test_loss"], float)[at0], float(np.mean(np.asarray(cols["test_error"])[at0])),
-                           str(np.asarray(cols["train.loss"])[at0][0]))  # fmt: skip
+    return operating_point(
+        np.asarray(cols["test_loss"], float)[at0],
+        float(np.mean(np.asarray(cols["test_error"])[at0])),
+        str(np.asarray(cols["train.loss"])[at0][0]),
+    )
 
 
 _INFORMED = {"irrelevant": "informed", "noisiest": "informed", "random": "random", "attention": "informed"}
-_H1_SPARSE = Hypothesis("the informed orders remove the tokens the mean-pooled model's margin suffers from", SPARSIFY,
-                        _INFORMED)  # fmt: skip
+_H1_SPARSE = Hypothesis(
+    "the informed orders remove the tokens the mean-pooled model's margin suffers from", SPARSIFY, _INFORMED
+)
 SPARSIFICATION = Design(
     simulate=simulate_sparsification,
     claims=(
-        ClaimAudit("irrelevant", _H1_SPARSE, Hypothesis("irrelevant-first removes like random removal",
-                                                        "no effect of which tokens are removed", _INFORMED | {"irrelevant": "random"})),
-        ClaimAudit("noisiest", _H1_SPARSE, Hypothesis("noisiest-first removes like random removal", "no effect of the "
-                                                      "noise level", _INFORMED | {"noisiest": "random"})),
-        ClaimAudit("random", Hypothesis("random removal keeps the share of relevant tokens", SPARSIFY, _INFORMED),
-                   Hypothesis("random removal helps like irrelevant-first", "which tokens are removed does not matter",
-                              _INFORMED | {"random": "irrelevant"})),
-        ClaimAudit("irrelevant-test", _H1_SPARSE, Hypothesis("irrelevant-first removes like random removal",
-                                                             "no effect of which tokens are removed",
-                                                             _INFORMED | {"irrelevant": "random"})),
-        ClaimAudit("noisiest-test", _H1_SPARSE, Hypothesis("noisiest-first removes like random removal", "no effect of "
-                                                           "the noise level", _INFORMED | {"noisiest": "random"})),
-        ClaimAudit("random-test", Hypothesis("random removal keeps the share of relevant tokens", SPARSIFY, _INFORMED),
-                   Hypothesis("random removal helps like irrelevant-first", "which tokens are removed does not matter",
-                              _INFORMED | {"random": "irrelevant"})),
-        ClaimAudit("attention", _H1_SPARSE, Hypothesis("the attention ranks tokens at random", "no concentration",
-                                                       _INFORMED | {"attention": "random"})),
+        ClaimAudit(
+            "irrelevant",
+            _H1_SPARSE,
+            Hypothesis(
+                "irrelevant-first removes like random removal",
+                "no effect of which tokens are removed",
+                _INFORMED | {"irrelevant": "random"},
+            ),
+        ),
+        ClaimAudit(
+            "noisiest",
+            _H1_SPARSE,
+            Hypothesis(
+                "noisiest-first removes like random removal",
+                "no effect of the noise level",
+                _INFORMED | {"noisiest": "random"},
+            ),
+        ),
+        ClaimAudit(
+            "random",
+            Hypothesis("random removal keeps the share of relevant tokens", SPARSIFY, _INFORMED),
+            Hypothesis(
+                "random removal helps like irrelevant-first",
+                "which tokens are removed does not matter",
+                _INFORMED | {"random": "irrelevant"},
+            ),
+        ),
+        ClaimAudit(
+            "irrelevant-test",
+            _H1_SPARSE,
+            Hypothesis(
+                "irrelevant-first removes like random removal",
+                "no effect of which tokens are removed",
+                _INFORMED | {"irrelevant": "random"},
+            ),
+        ),
+        ClaimAudit(
+            "noisiest-test",
+            _H1_SPARSE,
+            Hypothesis(
+                "noisiest-first removes like random removal",
+                "no effect of the noise level",
+                _INFORMED | {"noisiest": "random"},
+            ),
+        ),
+        ClaimAudit(
+            "random-test",
+            Hypothesis("random removal keeps the share of relevant tokens", SPARSIFY, _INFORMED),
+            Hypothesis(
+                "random removal helps like irrelevant-first",
+                "which tokens are removed does not matter",
+                _INFORMED | {"random": "irrelevant"},
+            ),
+        ),
+        ClaimAudit(
+            "attention",
+            _H1_SPARSE,
+            Hypothesis("the attention ranks tokens at random", "no concentration", _INFORMED | {"attention": "random"}),
+        ),
     ),
     noise={"margin": 1.32, "spread": 0.54, "cell_sd": 0.098},
     noise_source="default: measured on a cpu-scale run of li2023-fig4 (12 cells; test loss 0.260 ± 0.023, error 0.0072)",
     plug_in=plug_in_sparsification,
-)  # fmt: skip
+)
 
 
 # ---------------------------------------------------------------- fig5: real images
@@ -475,8 +613,12 @@ def simulate_images(world: dict, noise: dict, spec, cells: list[dict], rng: np.r
         mean = np.where(sel, stats.norm.cdf(at * z1) + np.where(sparse, gain, 0.0), mean)
         sd = np.where(sel, noise[f"sd_{init}"], sd)
     acc = np.round(np.clip(mean + sd * rng.standard_normal(n), 0, 1) * n_test) / n_test
-    return cols | {"test_error": 1 - acc, "test_accuracy": acc, "train_error": rng.uniform(0, 0.05, n),
-                   "test_loss": -np.log(np.clip(acc, 1e-3, 1))}  # fmt: skip
+    return cols | {
+        "test_error": 1 - acc,
+        "test_accuracy": acc,
+        "train_error": rng.uniform(0, 0.05, n),
+        "test_loss": -np.log(np.clip(acc, 1e-3, 1)),
+    }
 
 
 def plug_in_images(cols: dict, spec) -> dict:
@@ -501,8 +643,13 @@ def plug_in_images(cols: dict, spec) -> dict:
     return out
 
 
-IMAGES_NOISE = {"acc1_pretrained": 0.932, "acc1_scratch": 0.928, "sd_pretrained": 0.035, "sd_scratch": 0.021,
-                "acc_pretrain": 0.943}  # fmt: skip
+IMAGES_NOISE = {
+    "acc1_pretrained": 0.932,
+    "acc1_scratch": 0.928,
+    "sd_pretrained": 0.035,
+    "sd_scratch": 0.021,
+    "acc_pretrain": 0.943,
+}
 
 
 def _pretrained(cells: list[dict]) -> dict:
@@ -518,15 +665,25 @@ def _images_design(exp) -> Design:
         suffix = "" if init == "pretrained" else "-scratch"
         up = {"rises": True, "sparsify": True}
         claims += [
-            ClaimAudit("rises" + suffix, Hypothesis("acc = Φ(α_*·z₁): the genuine patches' share of the margin", FIG5, up),
-                       Hypothesis("accuracy does not depend on α_*", "no effect", up | {"rises": False})),
-            ClaimAudit("sparsify" + suffix, Hypothesis("removing the spurious patches: Φ(√α_*·z₁) instead of Φ(α_*·z₁)",
-                                                       FIG5_SPARSIFY, up),
-                       Hypothesis("removing the spurious patches changes nothing", "no effect", up | {"sparsify": False})),
-        ]  # fmt: skip
-    return Design(simulate=simulate_images, claims=tuple(claims), noise=dict(IMAGES_NOISE),
-                  noise_source="default: measured on a cpu-scale run of li2023-fig5 (43 runs)", plug_in=plug_in_images,
-                  cells=lambda spec: exp.cells(spec, run=_pretrained))  # fmt: skip
+            ClaimAudit(
+                "rises" + suffix,
+                Hypothesis("acc = Φ(α_*·z₁): the genuine patches' share of the margin", FIG5, up),
+                Hypothesis("accuracy does not depend on α_*", "no effect", up | {"rises": False}),
+            ),
+            ClaimAudit(
+                "sparsify" + suffix,
+                Hypothesis("removing the spurious patches: Φ(√α_*·z₁) instead of Φ(α_*·z₁)", FIG5_SPARSIFY, up),
+                Hypothesis("removing the spurious patches changes nothing", "no effect", up | {"sparsify": False}),
+            ),
+        ]
+    return Design(
+        simulate=simulate_images,
+        claims=tuple(claims),
+        noise=dict(IMAGES_NOISE),
+        noise_source="default: measured on a cpu-scale run of li2023-fig5 (43 runs)",
+        plug_in=plug_in_images,
+        cells=lambda spec: exp.cells(spec, run=_pretrained),
+    )
 
 
 IMAGES = PerExperiment(_images_design)
@@ -554,9 +711,12 @@ def simulate_settle(world: dict, noise: dict, spec, cells: list[dict], rng: np.r
     success = rng.random(n) < 1 / (1 + np.exp(-noise["steepness"] * (u - centre)))
     n_test = cols["data.n_test"].astype(float)
     wrong = np.minimum(rng.geometric(0.1, n), n_test)
-    return cols | {"test_error": np.where(success, 0.0, wrong / n_test),
-                   "test_loss": np.where(success, 0.1, 0.3) * np.exp(0.3 * rng.standard_normal(n)),
-                   "status": np.full(n, "converged", object), "stop_step": np.full(n, 100)}  # fmt: skip
+    return cols | {
+        "test_error": np.where(success, 0.0, wrong / n_test),
+        "test_loss": np.where(success, 0.1, 0.3) * np.exp(0.3 * rng.standard_normal(n)),
+        "status": np.full(n, "converged", object),
+        "stop_step": np.full(n, 100),
+    }
 
 
 def plug_in_settle(cols: dict, spec) -> dict:
@@ -568,8 +728,13 @@ def plug_in_settle(cols: dict, spec) -> dict:
             m = g & (np.asarray(cols["design"]) == d) & (np.asarray(cols["learner"]) == ell)
             s = np.asarray(cols["test_error"])[m] == 0
             if s.any() and not s.all():
-                Z = np.column_stack([np.ones(int(m.sum())), np.log(np.asarray(cols["data.N"])[m].astype(float)),
-                                     np.log(np.asarray(cols["data.alpha_star"])[m].astype(float))])  # fmt: skip
+                Z = np.column_stack(
+                    [
+                        np.ones(int(m.sum())),
+                        np.log(np.asarray(cols["data.N"])[m].astype(float)),
+                        np.log(np.asarray(cols["data.alpha_star"])[m].astype(float)),
+                    ]
+                )
                 ss.append(max(theory.logistic_fit(Z, s)[0][1], 0.1))
     if ss:
         out["steepness"] = float(np.median(ss))
@@ -579,21 +744,37 @@ def plug_in_settle(cols: dict, spec) -> dict:
 def settle_design(exp) -> Design:
     P = lambda **p: {"p": p}
     h_vit2 = Hypothesis("the ViT's N·α_*^2 = C", SETTLE_SRC, P(vit=2.0, cnn=4.0, linear=2.0))
-    h_vit4 = Hypothesis("the ViT's N·α_*^4 = C (the steeper law of estimation in noise, or of the baseline)",
-                        "the law the paper contrasts (Fig. 2)", P(vit=4.0, cnn=4.0, linear=4.0))  # fmt: skip
-    same = Hypothesis("the ViT and the linear learner share one law (p = 2 both)", "no effect of attention beyond "
-                      "estimation (the floor-free confound of li2023-fig1)", P(vit=2.0, cnn=4.0, linear=2.0))  # fmt: skip
-    differ = Hypothesis("the linear learner's law is steeper by 2 (p 4 against the ViT's 2)", "the paper's ViT-vs-"
-                        "baseline contrast, applied to the linear learner", P(vit=2.0, cnn=4.0, linear=4.0))  # fmt: skip
-    flat = Hypothesis("the baseline's law is the ViT's (p = 2 both)", "no effect of attention",
-                      P(vit=2.0, cnn=2.0, linear=2.0))
+    h_vit4 = Hypothesis(
+        "the ViT's N·α_*^4 = C (the steeper law of estimation in noise, or of the baseline)",
+        "the law the paper contrasts (Fig. 2)",
+        P(vit=4.0, cnn=4.0, linear=4.0),
+    )
+    same = Hypothesis(
+        "the ViT and the linear learner share one law (p = 2 both)",
+        "no effect of attention beyond estimation (the floor-free confound of li2023-fig1)",
+        P(vit=2.0, cnn=4.0, linear=2.0),
+    )
+    differ = Hypothesis(
+        "the linear learner's law is steeper by 2 (p 4 against the ViT's 2)",
+        "the paper's ViT-vs-baseline contrast, applied to the linear learner",
+        P(vit=2.0, cnn=4.0, linear=4.0),
+    )
+    flat = Hypothesis(
+        "the baseline's law is the ViT's (p = 2 both)", "no effect of attention", P(vit=2.0, cnn=2.0, linear=2.0)
+    )
     return Design(
         simulate=simulate_settle,
-        claims=(ClaimAudit("free-vit-exponent", h_vit2, h_vit4), ClaimAudit("free-same-as-linear", same, differ),
-                ClaimAudit("floor-vit-exponent", h_vit2, h_vit4), ClaimAudit("floor-cnn-steeper", h_vit2, flat)),
-        noise={"steepness": 2.71}, noise_source="default: the steepness of li2023-fig1's cpu run",
-        plug_in=plug_in_settle, cells=lambda spec: exp.cells(spec, run=_tuning(spec)),
-    )  # fmt: skip
+        claims=(
+            ClaimAudit("free-vit-exponent", h_vit2, h_vit4),
+            ClaimAudit("free-same-as-linear", same, differ),
+            ClaimAudit("floor-vit-exponent", h_vit2, h_vit4),
+            ClaimAudit("floor-cnn-steeper", h_vit2, flat),
+        ),
+        noise={"steepness": 2.71},
+        noise_source="default: the steepness of li2023-fig1's cpu run",
+        plug_in=plug_in_settle,
+        cells=lambda spec: exp.cells(spec, run=_tuning(spec)),
+    )
 
 
 SETTLE = PerExperiment(settle_design)

@@ -67,9 +67,14 @@ NOISE_NOISE = {"steepness": 1.58, "T_mid": 81.9, "T_N": 0.113, "T_sd": 0.114}
 NOISE_INITERROR = {"steepness": 4.10, "T_mid": 127.2, "T_N": 0.224, "T_sd": 0.201}
 SMOKE = dict(
     data={"d": 24, "M": 6, "L": 12, "alpha_star": [0.25, 0.5], "N": [8, 32], "n_test": 50},
-    model={"m": 16, "m_a": 8, "m_b": 8}, train={"max_steps": 60}, reps=2, n_boot=20, tune_lr=[0.2, 0.5],
-    tune_reps=1, oracle_n=200,
-)  # fmt: skip
+    model={"m": 16, "m_a": 8, "m_b": 8},
+    train={"max_steps": 60},
+    reps=2,
+    n_boot=20,
+    tune_lr=[0.2, 0.5],
+    tune_reps=1,
+    oracle_n=200,
+)
 
 
 # (power, false pass) of the retired line rule "R² ≥ 0.9 and b > 0" at the cpu design (200 simulations)
@@ -80,16 +85,18 @@ class AlphaSpec(DiagramSpec):
     """The α_* diagrams' fields."""
 
     exponent_min_runs: int = Field(
-        EXPONENT_MIN_RUNS_FIG1, ge=0,
+        EXPONENT_MIN_RUNS_FIG1,
+        ge=0,
         description="fewer grid runs: the exponent claim is descriptive (underpowered, see `attnlab audit`)",
-    )  # fmt: skip
+    )
 
 
 class Fig2Spec(AlphaSpec):
     exponent_min_runs: int = Field(
-        EXPONENT_MIN_RUNS_FIG2, ge=0,
+        EXPONENT_MIN_RUNS_FIG2,
+        ge=0,
         description="fewer grid runs: the exponent claim is descriptive (underpowered, see `attnlab audit`)",
-    )  # fmt: skip
+    )
 
 
 class LiDiagram(Diagram):
@@ -116,36 +123,61 @@ class AlphaDiagram(LiDiagram):
         summary["straight line"] = line
         summary["power law"] = law
         if n_free:
-            summary["α_* range"] = {"min": float(x.min()), "max": float(x.max()), "ratio": rounded(x.max() / x.min(), 3)}
+            summary["α_* range"] = {
+                "min": float(x.min()),
+                "max": float(x.max()),
+                "ratio": rounded(x.max() / x.min(), 3),
+            }
         claims = []
-        rule = (f"reported, not judged: R² of N_c on α_*^−{k:g} over the crossed columns free of the floor (the "
-                f"paper's read-off: R² ≥ {spec.r2_min:g}, b > 0)")  # fmt: skip
-        why = (f"descriptive at every size: an R² ≥ {spec.r2_min:g} does not separate the α_*^−2 and α_*^−4 laws "
-               f"(`attnlab audit`, cpu design, 200 simulations: power {LINE_AUDIT[k][0]:g}, false pass "
-               f"{LINE_AUDIT[k][1]:g}); the law is judged by likelihood")  # fmt: skip
-        claims.append(Claim.of("line", f"N_c is a straight line in α_*^−{k:g} (the paper's Fig. {1 if k == 2 else 2})",
-                               rules.Verdict(rules.DESCRIPTIVE, line, rule), why))  # fmt: skip
+        rule = (
+            f"reported, not judged: R² of N_c on α_*^−{k:g} over the crossed columns free of the floor (the "
+            f"paper's read-off: R² ≥ {spec.r2_min:g}, b > 0)"
+        )
+        why = (
+            f"descriptive at every size: an R² ≥ {spec.r2_min:g} does not separate the α_*^−2 and α_*^−4 laws "
+            f"(`attnlab audit`, cpu design, 200 simulations: power {LINE_AUDIT[k][0]:g}, false pass "
+            f"{LINE_AUDIT[k][1]:g}); the law is judged by likelihood"
+        )
+        claims.append(
+            Claim.of(
+                "line",
+                f"N_c is a straight line in α_*^−{k:g} (the paper's Fig. {1 if k == 2 else 2})",
+                rules.Verdict(rules.DESCRIPTIVE, line, rule),
+                why,
+            )
+        )
         ev, why = self.law_gate(phase.exponent_verdict(law, spec.p_margin), n_free, spec)
         runs = int(fit.sum())
         if not why and runs < spec.exponent_min_runs:
             ev = rules.Verdict(rules.DESCRIPTIVE, ev.measured, ev.rule)
-            why = (f"descriptive below {spec.exponent_min_runs} grid runs (this run: {runs} in the columns free of the "
-                   f"floor): `attnlab audit` gives the rule a power below 0.8 there (the bootstrap interval of p is "
-                   f"about as wide as the margin)")  # fmt: skip
-        claims.append(Claim.of(
-            "exponent", f"N_c ∝ α_*^−{self.favoured:g}: the free exponent p of N·α_*^p = C", ev, why))  # fmt: skip
+            why = (
+                f"descriptive below {spec.exponent_min_runs} grid runs (this run: {runs} in the columns free of the "
+                f"floor): `attnlab audit` gives the rule a power below 0.8 there (the bootstrap interval of p is "
+                f"about as wide as the margin)"
+            )
+        claims.append(
+            Claim.of("exponent", f"N_c ∝ α_*^−{self.favoured:g}: the free exponent p of N·α_*^p = C", ev, why)
+        )
         lv, why = self.law_gate(phase.likelihood_verdict(law, self.favoured, spec.min_log_ratio), n_free, spec)
-        claims.append(Claim.of(
-            "likelihood", f"p = {self.favoured:g} explains the runs better than p = {6 - self.favoured:g}", lv, why))
+        claims.append(
+            Claim.of(
+                "likelihood", f"p = {self.favoured:g} explains the runs better than p = {6 - self.favoured:g}", lv, why
+            )
+        )
         ok = cols["status"][g] != "diverged"
         capped = cols["status"][g][ok] == "cap"
-        it = phase.iterations(cols[self.axis][g][ok].astype(float), cols["data.N"][g][ok], cols["stop_step"][g][ok],
-                              capped)  # fmt: skip
+        it = phase.iterations(
+            cols[self.axis][g][ok].astype(float), cols["data.N"][g][ok], cols["stop_step"][g][ok], capped
+        )
         summary["iterations: r of T ∝ α_*^−r"] = it.as_dict() | {"runs": int(ok.sum()), "capped": int(capped.sum())}
-        claims.append(Claim.of(
-            "iterations", "iterations to zero training hinge loss grow like α_*⁻¹ (T ∝ α_*^−r, r = 1)",
-            rules.equivalence(it.value, it.lo, it.hi, spec.iter_margin, "r"),
-            f"every grid column; {int(capped.sum())} of {int(ok.sum())} runs stopped by the step cap, kept as censored"))  # fmt: skip
+        claims.append(
+            Claim.of(
+                "iterations",
+                "iterations to zero training hinge loss grow like α_*⁻¹ (T ∝ α_*^−r, r = 1)",
+                rules.equivalence(it.value, it.lo, it.hi, spec.iter_margin, "r"),
+                f"every grid column; {int(capped.sum())} of {int(ok.sum())} runs stopped by the step cap, kept as censored",
+            )
+        )
         return claims
 
 
@@ -153,8 +185,11 @@ class ShiftDiagram(LiDiagram):
     def _claims(self, cols, g, fit, cs, spec, summary) -> list[Claim]:
         x, N, success = cols[self.axis][fit].astype(float), cols["data.N"][fit], cols["test_error"][fit] == 0
         n_boot = max(spec.n_boot, 500) if spec.shift_level > 0.95 else spec.n_boot  # resamples for the tails
-        est = phase.shift(x, N, success, n_boot, spec.seed, spec.shift_level) if len(cs) >= 2 else \
-            theory.Estimate.missing()  # fmt: skip
+        est = (
+            phase.shift(x, N, success, n_boot, spec.seed, spec.shift_level)
+            if len(cs) >= 2
+            else theory.Estimate.missing()
+        )
         summary[f"d log N_c / d{self.axis_name}"] = est.as_dict() | {"level": spec.shift_level}
         v, why = self.law_gate(phase.shift_verdict(est, self.axis_name, spec.shift_level), len(cs), spec)
         return [Claim.of("shift", f"N_c grows with {self.xlabel()}", v, why)]
@@ -168,12 +203,18 @@ class Fig1(AlphaDiagram):
     scales = {
         "smoke": SMOKE,
         # the lr tuned at N = 20, where the hardest free column (z = 4) succeeds about half the time; η varied ×¼ … ×2
-        "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=10, tune_lr=TUNE_LR, tune_N=20,
-                    eta_mults=[0.25, 0.5, 1.0, 2.0]),
+        "cpu": dict(
+            data={"n_star": N_STAR_CPU, "N": N_CPU},
+            reps=10,
+            tune_lr=TUNE_LR,
+            tune_N=20,
+            eta_mults=[0.25, 0.5, 1.0, 2.0],
+        ),
         # the sheet's grid (α_*⁻² = 4 … 14, N = 40 … 400, 20 trials) as exact counts at L = 100
-        "paper": dict(data={"n_star": N_STAR_FIG1_PAPER, "N": list(range(40, 401, 40)), "L": 100}, reps=20,
-                      tune_lr=TUNE_LR),
-    }  # fmt: skip
+        "paper": dict(
+            data={"n_star": N_STAR_FIG1_PAPER, "N": list(range(40, 401, 40)), "L": 100}, reps=20, tune_lr=TUNE_LR
+        ),
+    }
 
 
 class Fig2(AlphaDiagram):
@@ -186,9 +227,13 @@ class Fig2(AlphaDiagram):
         "smoke": SMOKE | {"model": {"m": 16, "m_a": 8}},
         "cpu": dict(data={"n_star": N_STAR_CPU, "N": N_CPU}, reps=10, tune_lr=TUNE_LR, tune_N=20, p_margin=(3.0, 5.0)),
         # the sheet's grid (α_*⁻⁴ = 120 … 200, N = 80 … 800) as exact counts at L = 200
-        "paper": dict(data={"n_star": N_STAR_FIG2_PAPER, "N": list(range(80, 801, 80)), "L": 200}, reps=20,
-                      tune_lr=TUNE_LR, p_margin=(3.0, 5.0)),
-    }  # fmt: skip
+        "paper": dict(
+            data={"n_star": N_STAR_FIG2_PAPER, "N": list(range(80, 801, 80)), "L": 200},
+            reps=20,
+            tune_lr=TUNE_LR,
+            p_margin=(3.0, 5.0),
+        ),
+    }
     assumptions = common.ASSUMPTIONS + (
         "The baseline is the ViT without W_Q, W_K: (1/|S|) Σ_l aᵀ ReLU(W_O W_V x_l), same init and recipe, its value "
         "width m_a = 71 matching the ViT's parameter count (11.7k at d = 100, m = 64, m_a = m_b = 32).",
@@ -207,11 +252,19 @@ class Noise(ShiftDiagram):
     scales = {
         "smoke": SMOKE | {"data": SMOKE["data"] | {"alpha_star": 0.5, "tau": [0.1, 0.4]}, "min_free_columns": 2},
         # n_* = 8, n_# = 1: z = 7/(10τ) = 7 … 4, every column free of the mean-token floor
-        "cpu": dict(data={"n_star": 8, "tau": [0.1, 0.125, 0.15, 0.175], "N": N_CPU}, reps=6, tune_lr=TUNE_LR,
-                    min_free_columns=3),
-        "paper": dict(data={"n_star": 8, "tau": [0.05, 0.075, 0.1, 0.125, 0.15, 0.175],
-                            "N": list(range(40, 401, 40))}, reps=20, tune_lr=TUNE_LR, min_free_columns=3),
-    }  # fmt: skip
+        "cpu": dict(
+            data={"n_star": 8, "tau": [0.1, 0.125, 0.15, 0.175], "N": N_CPU},
+            reps=6,
+            tune_lr=TUNE_LR,
+            min_free_columns=3,
+        ),
+        "paper": dict(
+            data={"n_star": 8, "tau": [0.05, 0.075, 0.1, 0.125, 0.15, 0.175], "N": list(range(40, 401, 40))},
+            reps=20,
+            tune_lr=TUNE_LR,
+            min_free_columns=3,
+        ),
+    }
 
 
 class InitError(ShiftDiagram):
@@ -220,15 +273,29 @@ class InitError(ShiftDiagram):
     axis = "model.sigma"
     audit = diagram_design(NOISE_INITERROR, "default: measured on a cpu-scale run of li2023-init-error")
     scales = {
-        "smoke": SMOKE | {"model": {"init": "near_identity", "m": 16, "m_a": 0, "m_b": 0, "sigma": [0.1, 2.0]},
-                          "data": SMOKE["data"] | {"alpha_star": 0.5, "d": 6}},
+        "smoke": SMOKE
+        | {
+            "model": {"init": "near_identity", "m": 16, "m_a": 0, "m_b": 0, "sigma": [0.1, 2.0]},
+            "data": SMOKE["data"] | {"alpha_star": 0.5, "d": 6},
+        },
         # near-identity init ties m_a = m_b to d = 100: 3× the ViT's cost per cell, so a smaller grid
         # n_* = 9, n_# = 1: z = 4 at τ = 0.2, free of the mean-token floor (σ does not move z)
-        "cpu": dict(data={"n_star": 9, "N": N_CPU[:6]}, model={"sigma": [0.1, 1.0, 3.0]}, reps=6,
-                    tune_lr=TUNE_LR, tune_reps=3, min_free_columns=3),
-        "paper": dict(data={"n_star": 9, "N": list(range(40, 401, 40))},
-                      model={"sigma": [0.1, 0.5, 1.0, 2.0, 3.0, 4.0]}, reps=20, tune_lr=TUNE_LR, min_free_columns=3),
-    }  # fmt: skip
+        "cpu": dict(
+            data={"n_star": 9, "N": N_CPU[:6]},
+            model={"sigma": [0.1, 1.0, 3.0]},
+            reps=6,
+            tune_lr=TUNE_LR,
+            tune_reps=3,
+            min_free_columns=3,
+        ),
+        "paper": dict(
+            data={"n_star": 9, "N": list(range(40, 401, 40))},
+            model={"sigma": [0.1, 0.5, 1.0, 2.0, 3.0, 4.0]},
+            reps=20,
+            tune_lr=TUNE_LR,
+            min_free_columns=3,
+        ),
+    }
     assumptions = common.ASSUMPTIONS + (
         "σ and δ act only through the near-identity init (m_a = m_b = d): W_V = I + σG/√d, W_Q = W_K = I + δG/√d, "
         "δ = 0.1 here (--set model.delta=… or run the δ axis with --set sigma=0.1 --set delta=…, see the docstring).",

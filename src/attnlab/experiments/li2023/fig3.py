@@ -76,11 +76,17 @@ from attnlab.parts import register
 
 class Spec(ExperimentSpec):
     near_one: float = Field(0.9, gt=0, lt=1, description="the level A(T) must reach")
-    fit_from: float = Field(0.2, gt=0, lt=1, description="the reported late-phase log–log slope of 1 − A(t) starts at this fraction of T")
+    fit_from: float = Field(
+        0.2, gt=0, lt=1, description="the reported late-phase log–log slope of 1 − A(t) starts at this fraction of T"
+    )
     q_theory: PositiveFloat = Field(1.0, description="A_∞ − A(t) ∝ t^−q_theory: the theory's rate exponent")
-    q_band: float = Field(1.5, gt=1, description="pass when the interval of q lies inside [q_theory/q_band, q_theory·q_band]")
+    q_band: float = Field(
+        1.5, gt=1, description="pass when the interval of q lies inside [q_theory/q_band, q_theory·q_band]"
+    )
     q_cap: PositiveFloat = Field(20.0, description="upper bound of the fitted q (faster than any power up to it)")
-    window_z: PositiveFloat = Field(3.0, description="the window before the plateau: fitted gap A_∞ − A(t) ≥ window_z·σ")
+    window_z: PositiveFloat = Field(
+        3.0, description="the window before the plateau: fitted gap A_∞ − A(t) ≥ window_z·σ"
+    )
     min_window: int = Field(8, ge=5, description="fewest logged steps in the window for a repeat to be fitted")
     alpha: PositiveFloat = Field(0.01, lt=1, description="level of the sign test")
 
@@ -96,8 +102,9 @@ def decay_exponent(t: np.ndarray, A: np.ndarray, t0: float) -> tuple[float, floa
     return float(-slope), float(r2)
 
 
-def approach_fit(t: np.ndarray, A: np.ndarray, q_cap: float = 20.0, min_rise: float = 0.05,
-                 A_inf: float | None = None) -> dict:  # fmt: skip
+def approach_fit(
+    t: np.ndarray, A: np.ndarray, q_cap: float = 20.0, min_rise: float = 0.05, A_inf: float | None = None
+) -> dict:
     """Weighted least squares (weights 1/(1 − A)) of A(t) = A_∞ − (A_∞ − a₀)(1 + (t/t₁)^k)^(−q/k)
     over all of t: {A_inf, a0, t1, q, k, r2}; NaN where the fit fails or A does not rise by
     ``min_rise`` (the last 10 % of t against the first 5 % of the points). q is the rate of the
@@ -118,7 +125,7 @@ def approach_fit(t: np.ndarray, A: np.ndarray, q_cap: float = 20.0, min_rise: fl
         k = np.exp(lk)
         return a_inf - (a_inf - a0) * (1 + (x / np.exp(lt1)) ** k) ** (-q / k)
 
-    top = y[-max(3, len(y) // 10):].mean() + 0.002 if A_inf is None else A_inf
+    top = y[-max(3, len(y) // 10) :].mean() + 0.002 if A_inf is None else A_inf
     p0 = [min(top, 1.0), y[0], np.log(max(t[-1] / 10, 1.0)), 1.0, 0.0]
     lo, hi = [0, 0, np.log(0.1), 0.05, np.log(0.5)], [1.0, 1.0, np.log(10 * max(t[-1], 1.0)), q_cap, np.log(20)]
     g = f if A_inf is None else (lambda x, *p: f(x, A_inf, *p))
@@ -130,8 +137,14 @@ def approach_fit(t: np.ndarray, A: np.ndarray, q_cap: float = 20.0, min_rise: fl
     p = np.concatenate([[A_inf], p]) if A_inf is not None else p
     res = (y - f(t, *p)) / w
     r2 = 1 - np.sum(res**2) / max(np.sum(((y - np.average(y, weights=w**-2)) / w) ** 2), 1e-300)
-    return {"A_inf": float(p[0]), "a0": float(p[1]), "t1": float(np.exp(p[2])), "q": float(p[3]),
-            "k": float(np.exp(p[4])), "r2": float(r2)}  # fmt: skip
+    return {
+        "A_inf": float(p[0]),
+        "a0": float(p[1]),
+        "t1": float(np.exp(p[2])),
+        "q": float(p[3]),
+        "k": float(np.exp(p[4])),
+        "r2": float(r2),
+    }
 
 
 def curve(t: np.ndarray, fit: dict) -> np.ndarray:
@@ -173,18 +186,34 @@ class Fig3(Experiment):
     Spec = Spec
     audit = ATTENTION
     controls = (
-        Control("as-stated", "positive", "cpu", (), {"near-one": "pass"},
-                "the cpu design as it stands; its audit gives near-one power 1.0"),
-        Control("frozen-attention", "negative", "cpu", ("lr_mult.QK=1e-6",), {"near-one": "fail"},
-                "W_Q and W_K step 10⁻⁶ of the lr (10⁻⁸ of the calibrated ×100): the attention stays at its "
-                "initial A(0) ≈ 0.54 and cannot approach 1"),
-    )  # fmt: skip
+        Control(
+            "as-stated",
+            "positive",
+            "cpu",
+            (),
+            {"near-one": "pass"},
+            "the cpu design as it stands; its audit gives near-one power 1.0",
+        ),
+        Control(
+            "frozen-attention",
+            "negative",
+            "cpu",
+            ("lr_mult.QK=1e-6",),
+            {"near-one": "fail"},
+            "W_Q and W_K step 10⁻⁶ of the lr (10⁻⁸ of the calibrated ×100): the attention stays at its "
+            "initial A(0) ≈ 0.54 and cannot approach 1",
+        ),
+    )
     scales = {
-        "smoke": dict(data={"M": 6, "d": 6, "L": 12, "N": 16, "n_test": 50}, model={"m": 16},
-                      train={"max_steps": 30, "log_every": 5, "log_dense_until": 10}, reps=3),
+        "smoke": dict(
+            data={"M": 6, "d": 6, "L": 12, "N": 16, "n_test": 50},
+            model={"m": 16},
+            train={"max_steps": 30, "log_every": 5, "log_dense_until": 10},
+            reps=3,
+        ),
         "cpu": dict(reps=10),
         "paper": dict(reps=20),
-    }  # fmt: skip
+    }
     assumptions = (
         "Regime: the sheet's data model (M = d = 20, L = 50, α_* = 0.3, ball noise τ = 0.2), N = 200, near-identity "
         "init with δ = σ = 0.1; logistic loss, SGD batch 32, lr 0.05, ×100 on W_Q, W_K, 500 steps without early stop.",
@@ -192,13 +221,31 @@ class Fig3(Experiment):
 
     def defaults(self):
         return {
-            "data": {"name": "li2023", "M": 20, "d": 20, "L": 50, "alpha_star": 0.3, "tau": 0.2, "noise": "ball",
-                     "N": 200, "n_test": 1000},
+            "data": {
+                "name": "li2023",
+                "M": 20,
+                "d": 20,
+                "L": 50,
+                "alpha_star": 0.3,
+                "tau": 0.2,
+                "noise": "ball",
+                "N": 200,
+                "n_test": 1000,
+            },
             "model": {"name": "li2023-vit", "init": "near_identity", "sigma": 0.1, "delta": 0.1, "m": 64},
-            "train": {"loss": "logistic", "optimizer": "gd", "lr": 0.05, "lr_mult": {"QK": 100.0}, "batch_size": 32,
-                      "max_steps": 500, "loss_threshold": 0.0, "log_every": 10, "log_dense_until": 101,
-                      "probes": "li2023"},
-        }  # fmt: skip
+            "train": {
+                "loss": "logistic",
+                "optimizer": "gd",
+                "lr": 0.05,
+                "lr_mult": {"QK": 100.0},
+                "batch_size": 32,
+                "max_steps": 500,
+                "loss_threshold": 0.0,
+                "log_every": 10,
+                "log_dense_until": 101,
+                "probes": "li2023",
+            },
+        }
 
     def analyse(self, cols, spec: Spec) -> Analysis:
         t = np.asarray(cols["trace_step"][0], float)
@@ -215,52 +262,91 @@ class Fig3(Experiment):
         qm, qlo, qhi = np.exp([lm, llo, lhi])  # the geometric mean of q and its interval
         at100 = A[:, np.searchsorted(t, min(100, t[-1]))]
         summary = {
-            "repeats": len(A), "A(0)": t_summary(A0), f"A(t={int(min(100, t[-1]))})": t_summary(at100), "A(T)": t_summary(AT),
+            "repeats": len(A),
+            "A(0)": t_summary(A0),
+            f"A(t={int(min(100, t[-1]))})": t_summary(at100),
+            "A(T)": t_summary(AT),
             "T": int(t[-1]),
-            "q": {"geometric mean": rounded(qm), "ci95": [rounded(qlo), rounded(qhi)],
-                  "band": [rounded(spec.q_theory / spec.q_band), rounded(spec.q_theory * spec.q_band)],
-                  "per repeat": [rounded(x, 3) for x in q], "at the cap": int(np.sum(q >= 0.999 * spec.q_cap)),
-                  "weighted r2": rounded(_nanmean(fit["r2"]), 4)},
-            "A_inf (fitted)": t_summary(fit["A_inf"]), "A over the last 10 % of T": t_summary(last),
+            "q": {
+                "geometric mean": rounded(qm),
+                "ci95": [rounded(qlo), rounded(qhi)],
+                "band": [rounded(spec.q_theory / spec.q_band), rounded(spec.q_theory * spec.q_band)],
+                "per repeat": [rounded(x, 3) for x in q],
+                "at the cap": int(np.sum(q >= 0.999 * spec.q_cap)),
+                "weighted r2": rounded(_nanmean(fit["r2"]), 4),
+            },
+            "A_inf (fitted)": t_summary(fit["A_inf"]),
+            "A over the last 10 % of T": t_summary(last),
             "noise sigma (residual sd, last 10 % of T)": t_summary(fit["sigma"], 5),
             "window end t_end (gap ≥ window_z·sigma)": t_summary(fit["t_end"], 1),
             "window points": [None if not np.isfinite(x) else int(x) for x in fit["window"]],
-            "onset t1": t_summary(fit["t1"]), "onset sharpness k": t_summary(fit["k"]),
-            "late-phase log-log slope of 1 - A (not judged)": {"mean": rounded(np.mean(q_late), 4),
-                                                               "fit": [rounded(t0, 1), int(t[-1])],
-                                                               "r2": rounded(np.mean(r2), 4)},
+            "onset t1": t_summary(fit["t1"]),
+            "onset sharpness k": t_summary(fit["k"]),
+            "late-phase log-log slope of 1 - A (not judged)": {
+                "mean": rounded(np.mean(q_late), 4),
+                "fit": [rounded(t0, 1), int(t[-1])],
+                "r2": rounded(np.mean(r2), 4),
+            },
             "first t with mean A ≥ near_one": _first(t, A.mean(0), spec.near_one),
             "test error at T": rounded(np.mean(cols["test_error"]), 5),
             "attention entropy at T": rounded(np.mean([a[-1] for a in cols["trace_attn_entropy"]]), 4),
-        }  # fmt: skip
-        claims = [Claim.of("rises", "the attention of relevant queries on relevant keys rises during training",
-                           rules.sign_test(AT - A0, alpha=spec.alpha, name="A(T) − A(0)"))]  # fmt: skip
+        }
+        claims = [
+            Claim.of(
+                "rises",
+                "the attention of relevant queries on relevant keys rises during training",
+                rules.sign_test(AT - A0, alpha=spec.alpha, name="A(T) − A(0)"),
+            )
+        ]
         rule = f"95 % t interval of mean A(T) lies above {spec.near_one:g}; fail if it lies below"
         measured = {"mean": rounded(m), "ci95": [rounded(lo), rounded(hi)], "A(0)": rounded(A0.mean())}
-        outcome = rules.INCONCLUSIVE if not np.isfinite(lo) else (
-            rules.PASS if lo > spec.near_one else rules.FAIL if hi < spec.near_one else rules.INCONCLUSIVE)  # fmt: skip
-        claims.append(Claim.of("near-one", f"the attention reaches near 1 (≥ {spec.near_one:g}) by T = {int(t[-1])}",
-                               rules.Verdict(outcome, measured, rule)))  # fmt: skip
+        outcome = (
+            rules.INCONCLUSIVE
+            if not np.isfinite(lo)
+            else (rules.PASS if lo > spec.near_one else rules.FAIL if hi < spec.near_one else rules.INCONCLUSIVE)
+        )
+        claims.append(
+            Claim.of(
+                "near-one",
+                f"the attention reaches near 1 (≥ {spec.near_one:g}) by T = {int(t[-1])}",
+                rules.Verdict(outcome, measured, rule),
+            )
+        )
         band = (spec.q_theory / spec.q_band, spec.q_theory * spec.q_band)
-        rule = (f"per repeat, q of A(t) = A_∞ − (A_∞ − a₀)(1 + (t/t₁)^k)^(−q/k) refitted on the window before the "
-                f"plateau (fitted gap ≥ {spec.window_z:g}σ) with A_∞ from a fit over all t; the 95 % t interval over "
-                f"repeats of the mean log q lies inside log q ∈ [log {band[0]:.3g}, log {band[1]:.3g}] (q_theory "
-                f"{spec.q_theory:g}, band ×{spec.q_band:g}): pass; wholly outside: fail")  # fmt: skip
-        measured = {"q": rounded(qm), "ci95": [rounded(qlo), rounded(qhi)], "A_inf": rounded(_nanmean(fit["A_inf"])),
-                    "t_end": rounded(_nanmean(fit["t_end"]), 1), "r2": rounded(_nanmean(fit["r2"]), 4)}  # fmt: skip
+        rule = (
+            f"per repeat, q of A(t) = A_∞ − (A_∞ − a₀)(1 + (t/t₁)^k)^(−q/k) refitted on the window before the "
+            f"plateau (fitted gap ≥ {spec.window_z:g}σ) with A_∞ from a fit over all t; the 95 % t interval over "
+            f"repeats of the mean log q lies inside log q ∈ [log {band[0]:.3g}, log {band[1]:.3g}] (q_theory "
+            f"{spec.q_theory:g}, band ×{spec.q_band:g}): pass; wholly outside: fail"
+        )
+        measured = {
+            "q": rounded(qm),
+            "ci95": [rounded(qlo), rounded(qhi)],
+            "A_inf": rounded(_nanmean(fit["A_inf"])),
+            "t_end": rounded(_nanmean(fit["t_end"]), 1),
+            "r2": rounded(_nanmean(fit["r2"]), 4),
+        }
         fitted = int(np.isfinite(q).sum())
         inside = band[0] < qlo and qhi < band[1]
         outside = qhi < band[0] or qlo > band[1]
-        outcome = rules.INCONCLUSIVE if not np.isfinite(qlo) or 2 * fitted <= len(q) else (
-            rules.PASS if inside else rules.FAIL if outside else rules.INCONCLUSIVE)  # fmt: skip
+        outcome = (
+            rules.INCONCLUSIVE
+            if not np.isfinite(qlo) or 2 * fitted <= len(q)
+            else (rules.PASS if inside else rules.FAIL if outside else rules.INCONCLUSIVE)
+        )
         measured["repeats fitted"] = fitted
-        claims.append(Claim.of("rate", f"A(t) approaches its plateau A_∞ at the rate 1/t (q = {spec.q_theory:g} "
-                                       f"within ×{spec.q_band:g})", rules.Verdict(outcome, measured, rule),
-                               f"judged on the window before the plateau (mean t_end {_nanmean(fit['t_end']):.0f} of "
-                               f"T = {int(t[-1])}); {fitted} of {len(q)} repeats rise by ≥ 0.05 with ≥ {spec.min_window} "
-                               f"points in the window and are fitted (inconclusive unless more than half are); A_∞ "
-                               f"fitted (mean {_nanmean(fit['A_inf']):.4f}; the last 10 % of T average {last.mean():.4f}); "
-                               f"{int(np.sum(q >= 0.999 * spec.q_cap))} of {len(q)} repeats at the cap q = {spec.q_cap:g}"))  # fmt: skip
+        claims.append(
+            Claim.of(
+                "rate",
+                f"A(t) approaches its plateau A_∞ at the rate 1/t (q = {spec.q_theory:g} within ×{spec.q_band:g})",
+                rules.Verdict(outcome, measured, rule),
+                f"judged on the window before the plateau (mean t_end {_nanmean(fit['t_end']):.0f} of "
+                f"T = {int(t[-1])}); {fitted} of {len(q)} repeats rise by ≥ 0.05 with ≥ {spec.min_window} "
+                f"points in the window and are fitted (inconclusive unless more than half are); A_∞ "
+                f"fitted (mean {_nanmean(fit['A_inf']):.4f}; the last 10 % of T average {last.mean():.4f}); "
+                f"{int(np.sum(q >= 0.999 * spec.q_cap))} of {len(q)} repeats at the cap q = {spec.q_cap:g}",
+            )
+        )
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
@@ -268,8 +354,11 @@ class Fig3(Experiment):
         tr = lambda name: np.stack([np.asarray(a, float) for a in cols[f"trace_{name}"]])
         fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), constrained_layout=True)
         ax = axes[0]
-        for name, label in (("attn_relevant", "relevant keys  A(t)"), ("attn_confusion", "confusion keys"),
-                            ("attn_irrelevant", "irrelevant keys")):  # fmt: skip
+        for name, label in (
+            ("attn_relevant", "relevant keys  A(t)"),
+            ("attn_confusion", "confusion keys"),
+            ("attn_irrelevant", "irrelevant keys"),
+        ):
             plots.band(ax, t, tr(name), label)
         ax.axhline(spec.near_one, color="gray", ls=":", lw=1)
         ax.set_xlabel("iteration t")
@@ -296,8 +385,11 @@ class Fig3(Experiment):
         ax.set_yscale("log")
         ax.set_xlabel("iteration t")
         cap = " ≥ the cap" if q is not None and q >= 0.999 * spec.q_cap else ""
-        ax.set_title(f"approach to the plateau, log–log (fitted q = {q:.3g}{cap})" if q is not None else
-                     "approach to the plateau")  # fmt: skip
+        ax.set_title(
+            f"approach to the plateau, log–log (fitted q = {q:.3g}{cap})"
+            if q is not None
+            else "approach to the plateau"
+        )
         ax.legend(fontsize=7)
         ax = axes[2]
         plots.band(ax, t, tr("train_loss"), "training loss")

@@ -94,7 +94,9 @@ class Spec(ExperimentSpec):
         0.1, ge=0, description="random passes when Δ_random > −random_margin·(mean test loss before removal)"
     )
     noisiest_min_contrast: float = Field(
-        5.0, ge=0, description="below this noisy_tau/tau the noisiest claims are descriptive (no power, see `attnlab audit`)"
+        5.0,
+        ge=0,
+        description="below this noisy_tau/tau the noisiest claims are descriptive (no power, see `attnlab audit`)",
     )
 
 
@@ -113,8 +115,9 @@ def _removed(apply, loss_fn, params, X, y, key, ks):
             out.append(jnp.full((len(ks), 3), jnp.nan))
             continue
         keys = jax.random.split(jax.random.fold_in(key, j), n)
-        prio = jax.vmap(lambda x, k, a, s=s: sparsify.priority(x, s, k, a),
-                        in_axes=(0, 0, None if attn is None else 0))(X, keys, attn)  # fmt: skip
+        prio = jax.vmap(
+            lambda x, k, a, s=s: sparsify.priority(x, s, k, a), in_axes=(0, 0, None if attn is None else 0)
+        )(X, keys, attn)
 
         def at(k, prio=prio):
             Xk = jax.vmap(lambda x, p: sparsify.remove(x, k, p))(X, prio)
@@ -146,7 +149,7 @@ class Fig4(Experiment):
             k_max=4,
             k_claim=4,
             train_ks=[2, 4],
-        ),  # fmt: skip
+        ),
         "cpu": dict(reps=16),
         "paper": dict(reps=20),
     }
@@ -158,17 +161,23 @@ class Fig4(Experiment):
     )
 
     def defaults(self):
-        return merge(common.DEFAULTS, {
-            "data": {"alpha_star": 0.16, "N": 40, "noisy_frac": 0.2, "noisy_tau": 0.4},
-            "train": {"save_params": True},
-        })  # fmt: skip
+        return merge(
+            common.DEFAULTS,
+            {
+                "data": {"alpha_star": 0.16, "N": 40, "noisy_frac": 0.2, "noisy_tau": 0.4},
+                "train": {"save_params": True},
+            },
+        )
 
     def cells(self, spec, run=None) -> list[dict]:
         """The cells trained on all tokens (grid × reps), then per training strategy and k of
         ``train_ks`` the same grid × reps retrained with k tokens removed from every training and
         test sample."""
-        variants = [({}, {})] + [({}, {"data.sparsify": s, "data.sparsify_k": int(k), "data.sparsify_test": True})
-                                 for s in TRAIN_STRATEGIES for k in spec.train_ks]  # fmt: skip
+        variants = [({}, {})] + [
+            ({}, {"data.sparsify": s, "data.sparsify_k": int(k), "data.sparsify_test": True})
+            for s in TRAIN_STRATEGIES
+            for k in spec.train_ks
+        ]
         return expand(spec, variants)
 
     def derive(self, table: pa.Table, spec: Spec) -> pa.Table:
@@ -184,22 +193,40 @@ class Fig4(Experiment):
             if key not in compiled:
                 pr = t.problem
                 compiled[key] = jax.jit(
-                    (lambda p, X, y, key, pr=pr: _evaluated(pr.apply, pr.loss.fn, p, X, y)) if retrained else
-                    (lambda p, X, y, key, pr=pr: _removed(pr.apply, pr.loss.fn, p, X, y, key, ks)))  # fmt: skip
+                    (lambda p, X, y, key, pr=pr: _evaluated(pr.apply, pr.loss.fn, p, X, y))
+                    if retrained
+                    else (lambda p, X, y, key, pr=pr: _removed(pr.apply, pr.loss.fn, p, X, y, key, ks))
+                )
             with jax.enable_x64(t.static.get("train.dtype") == "float64"):
                 res = np.asarray(compiled[key](t.params, t.data["X_test"], t.data["y_test"], stream(t.v["key"], "val")))
             cell = {k: v for k, v in t.row.items() if k not in ("test_loss", "test_error")}
             cell["train_strategy"] = cell.pop("strategy")  # provenance; "strategy" names the removal here
             if retrained:
-                rows.append(cell | {"removal": "train", "strategy": t.cell["data.sparsify"],
-                                    "k_removed": int(t.cell["data.sparsify_k"]), "test_loss": float(res[0]),
-                                    "test_hinge": float(res[1]), "test_error": float(res[2])})  # fmt: skip
+                rows.append(
+                    cell
+                    | {
+                        "removal": "train",
+                        "strategy": t.cell["data.sparsify"],
+                        "k_removed": int(t.cell["data.sparsify_k"]),
+                        "test_loss": float(res[0]),
+                        "test_hinge": float(res[1]),
+                        "test_error": float(res[2]),
+                    }
+                )
                 continue
             for j, s in enumerate(sparsify.STRATEGIES):
                 for m, k in enumerate(ks):
-                    rows.append(cell | {"removal": "test", "strategy": s, "k_removed": int(k),
-                                        "test_loss": float(res[j, m, 0]), "test_hinge": float(res[j, m, 1]),
-                                        "test_error": float(res[j, m, 2])})  # fmt: skip
+                    rows.append(
+                        cell
+                        | {
+                            "removal": "test",
+                            "strategy": s,
+                            "k_removed": int(k),
+                            "test_loss": float(res[j, m, 0]),
+                            "test_hinge": float(res[j, m, 1]),
+                            "test_error": float(res[j, m, 2]),
+                        }
+                    )
         return pa.Table.from_pylist(rows)
 
     def analyse(self, cols, spec: Spec) -> Analysis:
@@ -226,36 +253,53 @@ class Fig4(Experiment):
         margin = spec.random_margin * float(before.mean())
         contrast = float(spec.data.get("noisy_tau", 0.0)) / float(spec.data.get("tau", 1.0))
         low_contrast = contrast < spec.noisiest_min_contrast
-        summary = {"cells trained on all tokens": len(cells), "k_claim": kc, "k for noisiest (the noisy tokens)": kn,
-                   "judged on": f"test {spec.judge_on} loss", f"test {spec.judge_on} before removal": t_summary(before, 5),
-                   f"test {other} before removal": t_summary(before_h, 5),
-                   "test error before removal": rounded(np.mean(np.asarray(cols["test_error"])[te & (k == 0)]), 5),
-                   "random margin (random_margin × loss before)": rounded(margin, 5)}  # fmt: skip
+        summary = {
+            "cells trained on all tokens": len(cells),
+            "k_claim": kc,
+            "k for noisiest (the noisy tokens)": kn,
+            "judged on": f"test {spec.judge_on} loss",
+            f"test {spec.judge_on} before removal": t_summary(before, 5),
+            f"test {other} before removal": t_summary(before_h, 5),
+            "test error before removal": rounded(np.mean(np.asarray(cols["test_error"])[te & (k == 0)]), 5),
+            "random margin (random_margin × loss before)": rounded(margin, 5),
+        }
         summary[f"test time: mean Δ test {spec.judge_on} per k"] = {"k": ks.tolist()} | {
-            s: [rounded(delta(s, kk).mean(), 4) for kk in ks] for s in sparsify.STRATEGIES}  # fmt: skip
+            s: [rounded(delta(s, kk).mean(), 4) for kk in ks] for s in sparsify.STRATEGIES
+        }
         summary[f"test time: mean Δ test {other} per k"] = {"k": ks.tolist()} | {
-            s: [rounded(delta(s, kk, hinge).mean(), 4) for kk in ks] for s in sparsify.STRATEGIES}  # fmt: skip
+            s: [rounded(delta(s, kk, hinge).mean(), 4) for kk in ks] for s in sparsify.STRATEGIES
+        }
         claims = []
 
         # ---- training-time sparsification: retrained cells against the cells trained on all tokens
         tks = np.unique(k[tr]) if tr.any() else np.array([], int)
         trained = lambda s, kk, v=loss: v[tr & (strat == s) & (k == kk)]  # noqa: E731
         summary[f"training: test {spec.judge_on} per k (k = 0: all tokens)"] = {"k": [0, *tks.tolist()]} | {
-            s: [rounded(before.mean(), 4)] + [rounded(_mean(trained(s, kk)), 4) for kk in tks] for s in TRAIN_STRATEGIES}
+            s: [rounded(before.mean(), 4)] + [rounded(_mean(trained(s, kk)), 4) for kk in tks] for s in TRAIN_STRATEGIES
+        }
         summary[f"training: test {other} per k (k = 0: all tokens)"] = {"k": [0, *tks.tolist()]} | {
             s: [rounded(before_h.mean(), 4)] + [rounded(_mean(trained(s, kk, hinge)), 4) for kk in tks]
-            for s in TRAIN_STRATEGIES}  # fmt: skip
-        kt = {"irrelevant": _largest(tks, kc), "random": _largest(tks, kc),
-              "noisiest": _largest(tks, kn if kn is not None else kc)}  # fmt: skip
-        for s, words in (("irrelevant", "retraining with label-irrelevant tokens removed"),
-                         ("noisiest", "retraining with the noisiest tokens removed"),
-                         ("random", "retraining with random tokens removed")):  # fmt: skip
+            for s in TRAIN_STRATEGIES
+        }
+        kt = {
+            "irrelevant": _largest(tks, kc),
+            "random": _largest(tks, kc),
+            "noisiest": _largest(tks, kn if kn is not None else kc),
+        }
+        for s, words in (
+            ("irrelevant", "retraining with label-irrelevant tokens removed"),
+            ("noisiest", "retraining with the noisiest tokens removed"),
+            ("random", "retraining with random tokens removed"),
+        ):
             kk = kt[s]
             v = _welch(trained(s, kk), before) if kk is not None else (np.nan,) * 4
             vh = _welch(trained(s, kk, hinge), before_h) if kk is not None else (np.nan,) * 4
             name = f"Δ test {spec.judge_on} of {s} (retrained at k = {kk} − all tokens)"
-            extra = {other: rounded(vh[0]), f"{other}_ci95": [rounded(vh[1]), rounded(vh[2])],
-                     "cells": int(len(trained(s, kk))) if kk is not None else 0}  # fmt: skip
+            extra = {
+                other: rounded(vh[0]),
+                f"{other}_ci95": [rounded(vh[1]), rounded(vh[2])],
+                "cells": int(len(trained(s, kk))) if kk is not None else 0,
+            }
             if s == "random":
                 verdict = _not_lower(v, margin, name)
                 statement = f"random removal in training does not lower the test loss (k = {kk})"
@@ -266,16 +310,20 @@ class Fig4(Experiment):
             why = "needs retrained cells at a k of train_ks" if kk is None else ""
             if s == "noisiest" and low_contrast:
                 verdict = rules.Verdict(rules.DESCRIPTIVE, verdict.measured, verdict.rule)
-                why = (f"descriptive below noisy_tau/tau = {spec.noisiest_min_contrast:g} (this run: {contrast:.3g}): "
-                       f"the noise removed with the noisy tokens is offset by the signal removed with them and the "
-                       f"rule has no power there (`attnlab audit`); k = {kk}")  # fmt: skip
+                why = (
+                    f"descriptive below noisy_tau/tau = {spec.noisiest_min_contrast:g} (this run: {contrast:.3g}): "
+                    f"the noise removed with the noisy tokens is offset by the signal removed with them and the "
+                    f"rule has no power there (`attnlab audit`); k = {kk}"
+                )
             claims.append(Claim.of(s, statement, verdict, why))
 
         # ---- test-time removal on the cells trained on all tokens (paired over cells)
-        for s, words in (("irrelevant", "removing label-irrelevant tokens first at test time"),
-                         ("noisiest", "removing the noisiest tokens first at test time"),
-                         ("random", "random removal at test time"),
-                         ("attention", "keeping the tokens that receive the most attention")):  # fmt: skip
+        for s, words in (
+            ("irrelevant", "removing label-irrelevant tokens first at test time"),
+            ("noisiest", "removing the noisiest tokens first at test time"),
+            ("random", "random removal at test time"),
+            ("attention", "keeping the tokens that receive the most attention"),
+        ):
             kk = k_of[s]
             d, dh = delta(s, kk), delta(s, kk, hinge)
             cid = s if s == "attention" else f"{s}-test"
@@ -287,22 +335,31 @@ class Fig4(Experiment):
                 verdict = _below_zero(rules.t_interval(d), name)
                 statement = f"{words} lowers the test loss (k = {kk})"
             _, hlo, hhi, _ = rules.t_interval(dh)
-            verdict.measured.update({other: rounded(dh.mean()), f"{other}_ci95": [rounded(hlo), rounded(hhi)],
-                                     "cells": len(d)})  # fmt: skip
+            verdict.measured.update(
+                {other: rounded(dh.mean()), f"{other}_ci95": [rounded(hlo), rounded(hhi)], "cells": len(d)}
+            )
             why = ""
             if s == "noisiest":
-                why = (f"judged at k = {kk}, the number of noisy tokens [noisy_frac·L] in the grid (k_claim = {kc} "
-                       f"would remove {kc - kk} ordinary tokens too)" if kn is not None else "")  # fmt: skip
+                why = (
+                    f"judged at k = {kk}, the number of noisy tokens [noisy_frac·L] in the grid (k_claim = {kc} "
+                    f"would remove {kc - kk} ordinary tokens too)"
+                    if kn is not None
+                    else ""
+                )
                 if low_contrast:
                     verdict = rules.Verdict(rules.DESCRIPTIVE, verdict.measured, verdict.rule)
-                    why = (f"descriptive below noisy_tau/tau = {spec.noisiest_min_contrast:g} (this run: {contrast:.3g}): "
-                           f"the noise removed with the noisy tokens is offset by the signal removed with them, and "
-                           f"`attnlab audit` gives the rule no power there; k = {kk}")  # fmt: skip
+                    why = (
+                        f"descriptive below noisy_tau/tau = {spec.noisiest_min_contrast:g} (this run: {contrast:.3g}): "
+                        f"the noise removed with the noisy tokens is offset by the signal removed with them, and "
+                        f"`attnlab audit` gives the rule no power there; k = {kk}"
+                    )
             if s == "irrelevant":
                 verdict = rules.Verdict(rules.DESCRIPTIVE, verdict.measured, verdict.rule)
-                why = ("descriptive: with mean pooling, removing a near-zero (irrelevant) token at test time mostly "
-                       "rescales the output (margins × L/(L − k)), so a lower loss follows from the pooling whatever "
-                       "the attention learned; the claim is judged in training (irrelevant)")  # fmt: skip
+                why = (
+                    "descriptive: with mean pooling, removing a near-zero (irrelevant) token at test time mostly "
+                    "rescales the output (margins × L/(L − k)), so a lower loss follows from the pooling whatever "
+                    "the attention learned; the claim is judged in training (irrelevant)"
+                )
             claims.append(Claim.of(cid, statement, verdict, why))
         return Analysis(claims=claims, summary=summary)
 
@@ -333,8 +390,16 @@ class Fig4(Experiment):
             for v, ls, what in ((loss, "-", "logistic"), (hinge, "--", "hinge")):
                 ys = [v[at0].mean()] + [v[tr & (strat == s) & (k == kk)].mean() for kk in tks]
                 sd = [v[at0].std()] + [v[tr & (strat == s) & (k == kk)].std() for kk in tks]
-                ax.errorbar(xs + 0.15 * i, ys, yerr=sd, fmt="o" + ls, color=f"C{i}", ms=4, capsize=2,
-                            label=f"{s} first ({what})")  # fmt: skip
+                ax.errorbar(
+                    xs + 0.15 * i,
+                    ys,
+                    yerr=sd,
+                    fmt="o" + ls,
+                    color=f"C{i}",
+                    ms=4,
+                    capsize=2,
+                    label=f"{s} first ({what})",
+                )
         ax.set_xlabel("tokens removed from each training (and test) sample")
         ax.set_ylabel("test loss")
         ax.set_title("training-time sparsification: retrained per k (mean ± std)")
@@ -388,13 +453,16 @@ def _not_lower(iv, margin: float, name: str) -> rules.Verdict:
     """Non-inferiority: pass when the 95 % interval of the change lies above −margin (the loss is
     not lowered by more than the margin), fail when it lies below −margin."""
     m, lo, hi, _ = iv
-    rule = (f"95 % interval of {name} lies above −{margin:.4g} (random_margin × the mean loss before removal, set "
-            f"before the run); fail if it lies below −{margin:.4g}")  # fmt: skip
+    rule = (
+        f"95 % interval of {name} lies above −{margin:.4g} (random_margin × the mean loss before removal, set "
+        f"before the run); fail if it lies below −{margin:.4g}"
+    )
     measured = {"mean": rounded(m), "ci95": [rounded(lo), rounded(hi)], "margin": rounded(margin, 5)}
     if not np.isfinite(hi):
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "needs ≥ 2 cells")
-    return rules.Verdict(rules.PASS if lo > -margin else rules.FAIL if hi < -margin else rules.INCONCLUSIVE,
-                         measured, rule)  # fmt: skip
+    return rules.Verdict(
+        rules.PASS if lo > -margin else rules.FAIL if hi < -margin else rules.INCONCLUSIVE, measured, rule
+    )
 
 
 EXPERIMENT = register(Fig4())

@@ -116,16 +116,24 @@ def pretrain_cells(spec: Spec) -> list[dict]:
     """The one pretraining cell: the fine-tuning data set, another class pair, no spurious patches."""
     data = resolved(spec)
     pair = spec.pretrain_classes or PER_DATASET[data["dataset"]][2]
-    data |= {"classes": pair, "spurious": "", "alpha_star": 1.0, "sparsify": False, "sparsify_test": False,
-             "N": spec.pretrain_N}  # fmt: skip
+    data |= {
+        "classes": pair,
+        "spurious": "",
+        "alpha_star": 1.0,
+        "sparsify": False,
+        "sparsify_test": False,
+        "N": spec.pretrain_N,
+    }
     train = spec.train | {"save_params": True, "max_steps": spec.pretrain_steps}
     if spec.pretrain_lr is not None:
         train["lr"] = spec.pretrain_lr
     pre = spec.model_copy(update={"data": data, "train": train, "seeds": 1, "reps": 1})
     cells = expand(pre, [({"stage": "pretrain", "init": "scratch"}, {})])
     if len(cells) != 1:
-        raise AttnlabError(f"li2023-fig5 pretrains one model, but the grid gives {len(cells)} pretraining cells: "
-                           "only fine-tuning data fields (data.alpha_star, data.N, …) may be grid axes")  # fmt: skip
+        raise AttnlabError(
+            f"li2023-fig5 pretrains one model, but the grid gives {len(cells)} pretraining cells: "
+            "only fine-tuning data fields (data.alpha_star, data.N, …) may be grid axes"
+        )
     return cells
 
 
@@ -139,7 +147,9 @@ def finetune_cells(spec: Spec, init_from: str | None) -> list[dict]:
             continue
         over = {"train.init_from": init_from} if init == "pretrained" else {}
         for sp in (False, True):
-            variants.append(({"stage": "finetune", "init": init}, over | {"data.sparsify": sp, "data.sparsify_test": sp}))
+            variants.append(
+                ({"stage": "finetune", "init": init}, over | {"data.sparsify": sp, "data.sparsify_test": sp})
+            )
     cells = expand(ft, variants)
     return [c for c in cells if not (c["data.sparsify"] and c["data.alpha_star"] >= 1)]
 
@@ -169,11 +179,19 @@ class Fig5(Experiment):
             data={"alpha_star": [0.5625, 1.0], "pool": 300, "N": 16, "n_test": 40, "spurious_pool": 40},
             model={"D": 16, "depth": 1, "heads": 2},
             train={"max_steps": 8},
-            pretrain_N=32, pretrain_steps=8, seeds=2,
-        ),  # fmt: skip
+            pretrain_N=32,
+            pretrain_steps=8,
+            seeds=2,
+        ),
         "cpu": dict(seeds=3),
-        "paper": dict(data={"alpha_star": [k / 16 for k in range(9, 17)]}, model={"D": 64}, train={"max_steps": 500},
-                      pretrain_N=8000, pretrain_steps=1500, seeds=10),
+        "paper": dict(
+            data={"alpha_star": [k / 16 for k in range(9, 17)]},
+            model={"D": 64},
+            train={"max_steps": 500},
+            pretrain_N=8000,
+            pretrain_steps=1500,
+            seeds=10,
+        ),
     }
     assumptions = (
         "Base data: MNIST 3 (+1) vs 8 (−1), pixels in [0, 1], 7×7 patches (M = 16, so α_* = 9/16 is the paper's 0.56); "
@@ -190,13 +208,27 @@ class Fig5(Experiment):
 
     def defaults(self):
         return {
-            "data": {"name": "images", "norm": "none", "spurious": "fashion_mnist", "spurious_classes": "1,8",
-                     "spurious_pool": 1000, "alpha_star": [0.5625, 0.6875, 0.8125, 1.0], "N": 256,
-                     "n_test": 1000},
+            "data": {
+                "name": "images",
+                "norm": "none",
+                "spurious": "fashion_mnist",
+                "spurious_classes": "1,8",
+                "spurious_pool": 1000,
+                "alpha_star": [0.5625, 0.6875, 0.8125, 1.0],
+                "N": 256,
+                "n_test": 1000,
+            },
             "model": {"name": "vit", "D": 48, "depth": 3, "heads": 4, "mlp_ratio": 2.0},
-            "train": {"loss": "logistic", "optimizer": "adam", "lr": 1e-3, "batch_size": 32, "max_steps": 300,
-                      "loss_threshold": 0.0, "stop_every": 1000},
-        }  # fmt: skip
+            "train": {
+                "loss": "logistic",
+                "optimizer": "adam",
+                "lr": 1e-3,
+                "batch_size": 32,
+                "max_steps": 300,
+                "loss_threshold": 0.0,
+                "stop_every": 1000,
+            },
+        }
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
         pre = pretrain_cells(spec)
@@ -220,38 +252,61 @@ class Fig5(Experiment):
         ft = cols["stage"] == "finetune"
         tab = accuracy_table(cols)
         shape = images.input_shape({f: cols[f"data.{f}"][ft][0] for f in ("dataset", "crop", "border", "patch")})
-        summary: dict = {"fine-tuning runs": int(ft.sum()), "base data set": str(cols["data.dataset"][ft][0]),
-                         "classes": str(cols["data.classes"][ft][0]), "tokens M": int(shape["tokens"])}  # fmt: skip
+        summary: dict = {
+            "fine-tuning runs": int(ft.sum()),
+            "base data set": str(cols["data.dataset"][ft][0]),
+            "classes": str(cols["data.classes"][ft][0]),
+            "tokens M": int(shape["tokens"]),
+        }
         pre = cols["stage"] == "pretrain"
         if pre.any():
-            summary["pretraining"] = {"classes": str(cols["data.classes"][pre][0]), "N": int(cols["data.N"][pre][0]),
-                                      "test accuracy": rounded(1 - float(cols["test_error"][pre][0]))}  # fmt: skip
+            summary["pretraining"] = {
+                "classes": str(cols["data.classes"][pre][0]),
+                "N": int(cols["data.N"][pre][0]),
+                "test accuracy": rounded(1 - float(cols["test_error"][pre][0])),
+            }
         summary["test accuracy (mean, sd, n) per α_*"] = {
-            f"{init}, {variant}": {f"{x:g}": [rounded(v.mean()), rounded(v.std(ddof=1) if len(v) > 1 else np.nan),
-                                              len(v)] for x, v in by.items()}
-            for (init, variant), by in tab.items()}  # fmt: skip
+            f"{init}, {variant}": {
+                f"{x:g}": [rounded(v.mean()), rounded(v.std(ddof=1) if len(v) > 1 else np.nan), len(v)]
+                for x, v in by.items()
+            }
+            for (init, variant), by in tab.items()
+        }
         tr = ft & ~cols["data.sparsify"].astype(bool) & (cols["data.alpha_star"].astype(float) < 1)
         if tr.any():
             summary["training accuracy, all tokens, α_* < 1 (the shortcut is learnable)"] = t_summary(
-                1 - cols["train_error"][tr].astype(float))
+                1 - cols["train_error"][tr].astype(float)
+            )
         claims = []
         for init in spec.inits:
             suffix = "" if init == "pretrained" else "-scratch"
             who = "pretrained + fine-tuned ViT" if init == "pretrained" else "ViT from scratch"
             blocks = len({k[1] for k in _runs(cols, init, False)})
             for cid, words, v in (
-                ("rises" + suffix, f"{who}: test accuracy grows with α_* (all tokens kept)", _slope_verdict(cols, init)),
-                ("sparsify" + suffix, f"{who}: removing the spurious tokens raises test accuracy",
-                 _sparsify_verdict(cols, init)),
-            ):  # fmt: skip
+                (
+                    "rises" + suffix,
+                    f"{who}: test accuracy grows with α_* (all tokens kept)",
+                    _slope_verdict(cols, init),
+                ),
+                (
+                    "sparsify" + suffix,
+                    f"{who}: removing the spurious tokens raises test accuracy",
+                    _sparsify_verdict(cols, init),
+                ),
+            ):
                 need, why = spec.min_seeds.get(cid, 0), ""
                 if blocks < need:
                     v = rules.Verdict(rules.DESCRIPTIVE, v.measured, v.rule)
-                    why = (f"descriptive below {need} seed blocks (this run: {blocks}): `attnlab audit` gives the rule "
-                           f"a power below 0.8 there")  # fmt: skip
+                    why = (
+                        f"descriptive below {need} seed blocks (this run: {blocks}): `attnlab audit` gives the rule "
+                        f"a power below 0.8 there"
+                    )
                 claims.append(Claim.of(cid, words, v, why))
-        rows = [[init, variant, f"{x:g}", rounded(v.mean()), rounded(v.std(ddof=1)) if len(v) > 1 else None, len(v)]
-                for (init, variant), by in tab.items() for x, v in by.items()]  # fmt: skip
+        rows = [
+            [init, variant, f"{x:g}", rounded(v.mean()), rounded(v.std(ddof=1)) if len(v) > 1 else None, len(v)]
+            for (init, variant), by in tab.items()
+            for x, v in by.items()
+        ]
         tables = [("test accuracy per α_*", ["init", "tokens", "α_*", "mean", "sd", "runs"], rows)]
         return Analysis(claims=claims, summary=summary, tables=tables)
 
@@ -263,8 +318,17 @@ class Fig5(Experiment):
             x = np.array(sorted(by))
             m = np.array([by[v].mean() for v in x])
             s = np.array([by[v].std(ddof=1) if len(by[v]) > 1 else 0.0 for v in x])
-            axes[0].errorbar(x, m, yerr=s, color=style[init], ls="-" if variant == "all tokens" else "--", marker="o",
-                             ms=3, capsize=2, label=f"{init}, {variant}")  # fmt: skip
+            axes[0].errorbar(
+                x,
+                m,
+                yerr=s,
+                color=style[init],
+                ls="-" if variant == "all tokens" else "--",
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=f"{init}, {variant}",
+            )
         axes[0].set_xlabel("α_* (fraction of the image's own patches)")
         axes[0].set_ylabel("test accuracy (mean ± std over seeds)")
         axes[0].set_title(f"{self.title.split(':')[0]}")
@@ -275,8 +339,16 @@ class Fig5(Experiment):
                 continue
             x = np.array(sorted(set(full) & set(sp)))
             gain = [_paired(cols, init, v) for v in x]
-            axes[1].errorbar(x, [np.mean(g) for g in gain], yerr=[np.std(g, ddof=1) if len(g) > 1 else 0 for g in gain],
-                             color=style[init], marker="o", ms=3, capsize=2, label=init)  # fmt: skip
+            axes[1].errorbar(
+                x,
+                [np.mean(g) for g in gain],
+                yerr=[np.std(g, ddof=1) if len(g) > 1 else 0 for g in gain],
+                color=style[init],
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=init,
+            )
         axes[1].axhline(0, color="gray", lw=0.8)
         axes[1].set_xlabel("α_*")
         axes[1].set_ylabel("acc(sparsified) − acc(all tokens)")
@@ -288,8 +360,12 @@ class Fig5(Experiment):
 def _runs(cols, init: str, sparsify: bool) -> dict[tuple, float]:
     """(α_*, block, rep) -> test accuracy of the fine-tuning runs of one init and variant."""
     sel = (cols["stage"] == "finetune") & (cols["init"] == init) & (cols["data.sparsify"].astype(bool) == sparsify)
-    return {(float(a), int(b), int(r)): 1 - float(e) for a, b, r, e in zip(
-        cols["data.alpha_star"][sel], cols["block"][sel], cols["rep"][sel], cols["test_error"][sel], strict=True)}  # fmt: skip
+    return {
+        (float(a), int(b), int(r)): 1 - float(e)
+        for a, b, r, e in zip(
+            cols["data.alpha_star"][sel], cols["block"][sel], cols["rep"][sel], cols["test_error"][sel], strict=True
+        )
+    }
 
 
 def _paired(cols, init: str, alpha: float | None = None) -> np.ndarray:
@@ -306,8 +382,10 @@ def _slope_verdict(cols, init: str) -> rules.Verdict:
         x, y = np.array(pts).T
         slopes.append(np.polyfit(x, y, 1)[0] if len(np.unique(x)) > 1 else np.nan)
     m, lo, hi, _ = rules.t_interval(slopes)
-    rule = ("per seed block, the least-squares slope of test accuracy on α_* (all tokens); 95 % t interval over "
-            "blocks above 0 → pass, below 0 → fail")  # fmt: skip
+    rule = (
+        "per seed block, the least-squares slope of test accuracy on α_* (all tokens); 95 % t interval over "
+        "blocks above 0 → pass, below 0 → fail"
+    )
     measured = {"slope": rounded(m), "ci95": [rounded(lo), rounded(hi)], "blocks": int(np.isfinite(slopes).sum())}
     if not np.isfinite(lo):
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "needs ≥ 2 blocks with ≥ 2 values of α_*")
@@ -317,8 +395,10 @@ def _slope_verdict(cols, init: str) -> rules.Verdict:
 def _sparsify_verdict(cols, init: str) -> rules.Verdict:
     d = _paired(cols, init)
     m, lo, hi, _ = rules.t_interval(d)
-    rule = ("acc(sparsified) − acc(all tokens) over the runs matched by (α_*, block, rep), α_* < 1; 95 % t interval "
-            "of the mean above 0 → pass, below 0 → fail")  # fmt: skip
+    rule = (
+        "acc(sparsified) − acc(all tokens) over the runs matched by (α_*, block, rep), α_* < 1; 95 % t interval "
+        "of the mean above 0 → pass, below 0 → fail"
+    )
     measured = {"mean": rounded(m), "ci95": [rounded(lo), rounded(hi)], "pairs": len(d)}
     if not np.isfinite(lo):
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "needs ≥ 2 matched pairs")

@@ -60,8 +60,13 @@ class Column:
     rate: dict
 
     def as_dict(self) -> dict:
-        return {"x": rounded(self.x, 6), "N_c": rounded(self.value, 2), "ci95": [rounded(self.lo, 2),
-                rounded(self.hi, 2)], "status": self.status, "success_rate": self.rate}  # fmt: skip
+        return {
+            "x": rounded(self.x, 6),
+            "N_c": rounded(self.value, 2),
+            "ci95": [rounded(self.lo, 2), rounded(self.hi, 2)],
+            "status": self.status,
+            "success_rate": self.rate,
+        }
 
 
 def _crossing(logN: np.ndarray, s: np.ndarray) -> float:
@@ -101,7 +106,9 @@ def column(x: float, N: np.ndarray, success: np.ndarray, n_boot: int, rng: np.ra
         status = CROSSED if np.isfinite(value) else FLAT
     value = value if status == CROSSED else np.nan
     Z = np.column_stack([np.ones_like(logN), logN])
-    boots = np.exp(_ratios(Z, s, theory.resample_counts(len(s), n_boot, rng), lambda b: -b[:, 0], 1))  # _crossing per resample
+    boots = np.exp(
+        _ratios(Z, s, theory.resample_counts(len(s), n_boot, rng), lambda b: -b[:, 0], 1)
+    )  # _crossing per resample
     finite = boots[np.isfinite(boots)]
     lo, hi = np.percentile(finite, [2.5, 97.5]) if status == CROSSED and len(finite) >= n_boot // 2 else (np.nan,) * 2
     return Column(float(x), value, float(lo), float(hi), status, boots, rate)
@@ -126,8 +133,14 @@ def straight_line(cols: list[Column], power: float) -> dict:
     B = B[np.all(np.isfinite(B), 1)]
     slopes = np.array([np.polyfit(u, row, 1)[0] for row in B]) if len(B) >= 20 else np.array([])
     lo, hi = np.percentile(slopes, [2.5, 97.5]) if len(slopes) else (np.nan, np.nan)
-    return {"n_columns": len(use), "a": rounded(a, 3), "b": rounded(b, 4), "b_ci95": [rounded(lo, 4), rounded(hi, 4)],
-            "r2": rounded(r2, 4), "n_boot_used": int(len(slopes))}  # fmt: skip
+    return {
+        "n_columns": len(use),
+        "a": rounded(a, 3),
+        "b": rounded(b, 4),
+        "b_ci95": [rounded(lo, 4), rounded(hi, 4)],
+        "r2": rounded(r2, 4),
+        "n_boot_used": int(len(slopes)),
+    }
 
 
 def power_law(alpha: np.ndarray, N: np.ndarray, success: np.ndarray, n_boot: int, seed: int) -> dict | None:
@@ -135,15 +148,19 @@ def power_law(alpha: np.ndarray, N: np.ndarray, success: np.ndarray, n_boot: int
     s = success.astype(float)
     if s.all() or not s.any():
         return None
-    fit = theory.free_exponent(np.log(N.astype(float)), np.log(alpha), s, n_boot=n_boot, seed=seed,
-                               restricted=(2.0, 4.0))  # fmt: skip
+    fit = theory.free_exponent(
+        np.log(N.astype(float)), np.log(alpha), s, n_boot=n_boot, seed=seed, restricted=(2.0, 4.0)
+    )
     # ℓ_2 − ℓ_4 = (LR_4 − LR_2)/2: the same number of parameters, so a plain log-likelihood ratio
-    return fit.as_dict() | {"loglik_2_minus_4": rounded((fit.lr[4.0] - fit.lr[2.0]) / 2, 3),
-                            "p_value": fit.as_dict()["p_value"]}  # fmt: skip
+    return fit.as_dict() | {
+        "loglik_2_minus_4": rounded((fit.lr[4.0] - fit.lr[2.0]) / 2, 3),
+        "p_value": fit.as_dict()["p_value"],
+    }
 
 
-def shift(x: np.ndarray, N: np.ndarray, success: np.ndarray, n_boot: int, seed: int,
-          level: float = 0.95) -> theory.Estimate:  # fmt: skip
+def shift(
+    x: np.ndarray, N: np.ndarray, success: np.ndarray, n_boot: int, seed: int, level: float = 0.95
+) -> theory.Estimate:
     """d log N_c / dx = −β_x/β_N of σ(β₀ + β_N log N + β_x x), with a bootstrap interval at ``level``."""
     s = success.astype(float)
     if s.all() or not s.any():
@@ -184,15 +201,18 @@ def exponent_verdict(law: dict | None, margin: tuple[float, float]) -> rules.Ver
     if law is None:
         return rules.Verdict(rules.INCONCLUSIVE, {}, f"p inside {list(margin)}", "no boundary inside the grid")
     p = law["p"]
-    return rules.equivalence(p["value"] if p["value"] is not None else np.nan,
-                             *(np.nan if v is None else v for v in p["ci95"]), margin, "p")  # fmt: skip
+    return rules.equivalence(
+        p["value"] if p["value"] is not None else np.nan, *(np.nan if v is None else v for v in p["ci95"]), margin, "p"
+    )
 
 
 def likelihood_verdict(law: dict | None, favoured: float, min_log_ratio: float) -> rules.Verdict:
     """ℓ_favoured − ℓ_other ≥ ``min_log_ratio`` passes, ≤ −min_log_ratio fails (log-likelihoods of
     the fits with p fixed at 2 and at 4, over the same runs)."""
-    rule = (f"log-likelihood of p = {favoured:g} minus that of p = {6 - favoured:g} ≥ {min_log_ratio:g} "
-            f"(likelihood ratio ≥ e^{min_log_ratio:g}); fail if ≤ −{min_log_ratio:g}")  # fmt: skip
+    rule = (
+        f"log-likelihood of p = {favoured:g} minus that of p = {6 - favoured:g} ≥ {min_log_ratio:g} "
+        f"(likelihood ratio ≥ e^{min_log_ratio:g}); fail if ≤ −{min_log_ratio:g}"
+    )
     if law is None or law["p"]["value"] is None:
         return rules.Verdict(rules.INCONCLUSIVE, {}, rule, "no boundary inside the grid (or a degenerate fit)")
     diff = law["loglik_2_minus_4"] * (1 if favoured == 2 else -1)
@@ -212,8 +232,20 @@ def shift_verdict(est: theory.Estimate, name: str, level: float = 0.95) -> rules
 
 # ---------------------------------------------------------------- oracle floor
 
-_FIELDS = ("alpha_star", "alpha_hash", "tau", "M", "d", "L", "kappa", "noise", "noisy_frac", "noisy_tau", "spurious",
-           "counts")  # fmt: skip
+_FIELDS = (
+    "alpha_star",
+    "alpha_hash",
+    "tau",
+    "M",
+    "d",
+    "L",
+    "kappa",
+    "noise",
+    "noisy_frac",
+    "noisy_tau",
+    "spurious",
+    "counts",
+)
 
 
 _FLOORS: dict = {}  # oracle_floor's answers: they depend on the fields only, and the audit analyses one spec many times
@@ -311,9 +343,12 @@ class DiagramSpec(ExperimentSpec):
     r2_min: float = Field(0.9, gt=0, le=1, description="R² the paper's straight line must reach")
     iter_margin: tuple[float, float] = Field((0.5, 1.5), description="margin of r in T ∝ α_*^−r")
     shift_level: float = Field(
-        0.99, gt=0, lt=1, description="level of the shift claim's bootstrap interval (at 0.95 `attnlab audit` measured "
+        0.99,
+        gt=0,
+        lt=1,
+        description="level of the shift claim's bootstrap interval (at 0.95 `attnlab audit` measured "
         "a false pass of 0.06 at the cpu design)",
-    )  # fmt: skip
+    )
     oracle_n: PositiveInt = Field(4000, description="fresh samples per column for the oracle floor")
     floor: bool = Field(
         True, description="train the linear learner on the mean token (li2023-linear) on every grid cell, same draws"
@@ -322,16 +357,18 @@ class DiagramSpec(ExperimentSpec):
         default_factory=lambda: [1.0, 4.0, 16.0, 64.0], description="learning rates tried for the linear learner"
     )
     free_z: float = Field(
-        4.0, description="a column is free of the mean-token floor where its analytic margin z ≥ this: the laws are "
+        4.0,
+        description="a column is free of the mean-token floor where its analytic margin z ≥ this: the laws are "
         "fitted on those columns only (a linear rule on the mean token succeeds there too)",
-    )  # fmt: skip
+    )
     min_free_columns: PositiveInt = Field(
         4, description="fewer columns free of the floor: the law claims are descriptive (the design cannot decide)"
     )
     eta_mults: list[PositiveFloat] = Field(
-        default_factory=list, description="η stage: the chosen lr times each of these, at the tuning column and N "
+        default_factory=list,
+        description="η stage: the chosen lr times each of these, at the tuning column and N "
         "([]: none); decides T ∝ η^−1",
-    )  # fmt: skip
+    )
     eta_reps: PositiveInt = Field(8, description="runs per η of the η stage")
     one_pass: bool = Field(
         False, description="one-pass SGD on fresh samples: every run takes ⌈N/b⌉ steps, each sample seen once (N = b·T)"
@@ -355,13 +392,17 @@ def check_counts(grid: list[dict], max_ratio: float) -> None:
     counts = [cols[a] for a in sorted(cols)]
     for (s0, h0), (s1, h1) in zip(counts, counts[1:], strict=False):
         if s1 - h1 <= s0 - h0:
-            raise AttnlabError(f"data.n_star: the columns (n_*, n_#) = ({s0}, {h0}) and ({s1}, {h1}) have net counts "
-                               f"{s0 - h0} and {s1 - h1}; the net count n_* − n_# must increase strictly across the "
-                               f"α_* columns (drop one, or set data.n_hash)")  # fmt: skip
+            raise AttnlabError(
+                f"data.n_star: the columns (n_*, n_#) = ({s0}, {h0}) and ({s1}, {h1}) have net counts "
+                f"{s0 - h0} and {s1 - h1}; the net count n_* − n_# must increase strictly across the "
+                f"α_* columns (drop one, or set data.n_hash)"
+            )
     for s_, h in counts:
         if h > max_ratio * s_:
-            raise AttnlabError(f"data.n_hash: n_#/n_* = {h}/{s_} exceeds {max_ratio:.3g} (the theory's 1/(2e); "
-                               f"max_confusion_ratio relaxes it)")  # fmt: skip
+            raise AttnlabError(
+                f"data.n_hash: n_#/n_* = {h}/{s_} exceeds {max_ratio:.3g} (the theory's 1/(2e); "
+                f"max_confusion_ratio relaxes it)"
+            )
 
 
 def _tune_N(spec) -> int:
@@ -455,8 +496,12 @@ class Diagram(Experiment):
         out += [c | {"train.lr": lr} for c in grid]
         if spec.eta_mults:
             eta = self._at(spec, fields, reps=spec.eta_reps)
-            eta = eta.model_copy(update={"data": eta.data | {"N": _tune_N(spec)},
-                                         "train": eta.train | {"lr": [lr * m for m in spec.eta_mults]}})  # fmt: skip
+            eta = eta.model_copy(
+                update={
+                    "data": eta.data | {"N": _tune_N(spec)},
+                    "train": eta.train | {"lr": [lr * m for m in spec.eta_mults]},
+                }
+            )
             out += self._expand(eta, "eta")
         if spec.floor:
             floor = self._floor_spec(spec)
@@ -470,8 +515,11 @@ class Diagram(Experiment):
         g = stage == "grid"
         x, N = cols[self.axis][g].astype(float), cols["data.N"][g]
         success = cols["test_error"][g] == 0
-        summary: dict = {"runs": int(g.sum()), "success rate": rounded(success.mean(), 4),
-                         "learning rate": float(cols["train.lr"][g][0])}  # fmt: skip
+        summary: dict = {
+            "runs": int(g.sum()),
+            "success rate": rounded(success.mean(), 4),
+            "learning rate": float(cols["train.lr"][g][0]),
+        }
         if "model.name" in cols:
             summary["parameters"] = self.n_params(cols, g)
         sub = lambda m: {k: v[m] for k, v in cols.items()}
@@ -483,15 +531,20 @@ class Diagram(Experiment):
         fit = g.copy()
         fit[g] = np.isin(x, xs[free])
         cs = columns(x, N, success, spec.n_boot, spec.seed)
-        summary["columns"] = [c.as_dict() | {"z": rounded(zi, 3), "free of the floor": bool(f)}
-                              for c, zi, f in zip(cs, z, free, strict=True)]  # fmt: skip
-        summary["mean test error per column"] = {rounded(v, 6): rounded(cols["test_error"][g][x == v].mean(), 5)
-                                                 for v in xs}  # fmt: skip
+        summary["columns"] = [
+            c.as_dict() | {"z": rounded(zi, 3), "free of the floor": bool(f)}
+            for c, zi, f in zip(cs, z, free, strict=True)
+        ]
+        summary["mean test error per column"] = {
+            rounded(v, 6): rounded(cols["test_error"][g][x == v].mean(), 5) for v in xs
+        }
         floor = oracle_floor(fields, spec.oracle_n)
         summary["oracle error per column"] = {rounded(v, 6): rounded(e, 5) for v, e in zip(xs, floor, strict=True)}
         summary["mean-token floor"] = self._floor_summary(cols, xs, fields, z, spec)
-        summary["columns free of the floor"] = {"criterion (set before the run)": f"z ≥ {spec.free_z:g}",
-                                                "values": [rounded(v, 6) for v in xs[free]]}  # fmt: skip
+        summary["columns free of the floor"] = {
+            "criterion (set before the run)": f"z ≥ {spec.free_z:g}",
+            "values": [rounded(v, 6) for v in xs[free]],
+        }
         claims = self._claims(cols, g, fit, [c for c, f in zip(cs, free, strict=True) if f], spec, summary)
         if (stage == "eta").any():
             claims.append(self._eta_claim(sub(stage == "eta"), spec, summary))
@@ -504,8 +557,11 @@ class Diagram(Experiment):
 
         i = int(np.flatnonzero(rows)[0])
         absent = lambda x: x is None or (isinstance(x, float) and np.isnan(x))  # another part's field
-        cell = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()
-                if k.split(".")[0] in ("data", "model", "train")}  # fmt: skip
+        cell = {
+            k: (v[i].item() if hasattr(v[i], "item") else v[i])
+            for k, v in cols.items()
+            if k.split(".")[0] in ("data", "model", "train")
+        }
         cell = {k: x for k, x in cell.items() if not absent(x)}
         comp = Composition.of(cell, ())
         return comp.n_params({k: v for k, v in cell.items() if comp.classify(k) == "static"})
@@ -513,40 +569,57 @@ class Diagram(Experiment):
     def _floor_summary(self, cols, xs, fields, z, spec) -> dict:
         """Per column: the realised counts, the analytic margin z of the best mean-token rule, its
         chance of zero test errors Φ(z)^n_test, and the linear learner's N_c on the same draws."""
-        out = {"per column": [{"x": rounded(v, 6), "n_star": ldata.n_tokens(f["alpha_star"], f["L"]),
-                               "n_hash": ldata.n_tokens(f["alpha_hash"], f["L"]), "z": rounded(zi, 3),
-                               "P(zero test errors), best mean-token rule": rounded(ldata.floor_success(zi, f["n_test"]), 4)}
-                              for v, f, zi in zip(xs, fields, z, strict=True)]}  # fmt: skip
+        out = {
+            "per column": [
+                {
+                    "x": rounded(v, 6),
+                    "n_star": ldata.n_tokens(f["alpha_star"], f["L"]),
+                    "n_hash": ldata.n_tokens(f["alpha_hash"], f["L"]),
+                    "z": rounded(zi, 3),
+                    "P(zero test errors), best mean-token rule": rounded(ldata.floor_success(zi, f["n_test"]), 4),
+                }
+                for v, f, zi in zip(xs, fields, z, strict=True)
+            ]
+        }
         fl = cols["stage"] == "floor"
         if fl.any():
             xf = cols[self.axis][fl].astype(float) if self.axis.startswith("data.") else np.zeros(int(fl.sum()))
             lin = columns(xf, cols["data.N"][fl], cols["test_error"][fl] == 0, spec.n_boot, spec.seed)
-            out["linear learner"] = {"learning rate": float(cols["train.lr"][fl][0]),
-                                     "columns": [c.as_dict() for c in lin]}  # fmt: skip
+            out["linear learner"] = {
+                "learning rate": float(cols["train.lr"][fl][0]),
+                "columns": [c.as_dict() for c in lin],
+            }
             if (cols["stage"] == "floor-tune").any():
-                out["linear learner"]["lr tuning"] = choose_lr({k: v[cols["stage"] == "floor-tune"] for k, v in cols.items()},
-                                                               self.axis)  # fmt: skip
+                out["linear learner"]["lr tuning"] = choose_lr(
+                    {k: v[cols["stage"] == "floor-tune"] for k, v in cols.items()}, self.axis
+                )
         return out
 
     def _eta_claim(self, cols, spec, summary) -> Claim:
         """T ∝ η^−e at the tuning column and N, the capped runs censored: e inside ``iter_margin``."""
         eta = cols["train.lr"].astype(float)
         ok = cols["status"] != "diverged"
-        est = iterations(np.ones(int(ok.sum())), cols["data.N"][ok], cols["stop_step"][ok],
-                         cols["status"][ok] == "cap", eta=eta[ok])  # fmt: skip
+        est = iterations(
+            np.ones(int(ok.sum())), cols["data.N"][ok], cols["stop_step"][ok], cols["status"][ok] == "cap", eta=eta[ok]
+        )
         summary["iterations: e of T ∝ η^−e"] = est.as_dict() | {"runs": int(ok.sum()), "lr": sorted(set(eta.tolist()))}
-        return Claim.of("iterations-eta", "iterations to zero training hinge loss fall like η⁻¹ (T ∝ η^−e, e = 1)",
-                        rules.equivalence(est.value, est.lo, est.hi, spec.iter_margin, "e"),
-                        f"{int(ok.sum())} runs at the tuning column, capped runs censored at the cap")  # fmt: skip
+        return Claim.of(
+            "iterations-eta",
+            "iterations to zero training hinge loss fall like η⁻¹ (T ∝ η^−e, e = 1)",
+            rules.equivalence(est.value, est.lo, est.hi, spec.iter_margin, "e"),
+            f"{int(ok.sum())} runs at the tuning column, capped runs censored at the cap",
+        )
 
     @staticmethod
     def law_gate(v: rules.Verdict, n_free: int, spec) -> tuple[rules.Verdict, str]:
         """A law claim is descriptive with fewer than ``min_free_columns`` columns free of the floor."""
         if n_free >= spec.min_free_columns:
             return v, ""
-        return (rules.Verdict(rules.DESCRIPTIVE, v.measured, v.rule),
-                f"descriptive: {n_free} column(s) free of the mean-token floor (z ≥ {spec.free_z:g}), fewer than "
-                f"{spec.min_free_columns}; where the floor binds the fit would carry its shape")  # fmt: skip
+        return (
+            rules.Verdict(rules.DESCRIPTIVE, v.measured, v.rule),
+            f"descriptive: {n_free} column(s) free of the mean-token floor (z ≥ {spec.free_z:g}), fewer than "
+            f"{spec.min_free_columns}; where the floor binds the fit would carry its shape",
+        )
 
     def _claims(self, cols, g, fit, cs, spec, summary) -> list[Claim]:
         raise NotImplementedError
@@ -561,7 +634,8 @@ class Diagram(Experiment):
         if self.axis_name == "alpha_star":
             return f"α_*^−{self.power:g}"
         return {"tau": "token noise τ", "sigma": "initial value error σ", "delta": "initial query/key error δ"}.get(
-            self.axis_name, self.axis_name)  # fmt: skip
+            self.axis_name, self.axis_name
+        )
 
     def figures(self, cols, spec, analysis: Analysis, out: Path) -> list[Path]:
         g = cols["stage"] == "grid"
@@ -569,8 +643,13 @@ class Diagram(Experiment):
         u = self.coordinate(x)
         xs, ys, Z = plots.grid_mean(u, N, (cols["test_error"][g] == 0).astype(float))
         tuned = "lr tuning (validation runs)" in analysis.summary
-        fig, axes = plt.subplots(1, 3 if tuned else 2, figsize=(14 if tuned else 10, 4), constrained_layout=True,
-                                 gridspec_kw={"width_ratios": [2, 1, 1][: 3 if tuned else 2]})  # fmt: skip
+        fig, axes = plt.subplots(
+            1,
+            3 if tuned else 2,
+            figsize=(14 if tuned else 10, 4),
+            constrained_layout=True,
+            gridspec_kw={"width_ratios": [2, 1, 1][: 3 if tuned else 2]},
+        )
         ax = axes[0]
         log_n = len(ys) > 2 and ys[-1] / ys[0] > 10 and np.ptp(np.diff(np.log(ys))) < 1e-6  # a geometric N grid
         ye = plots.edges(ys, log=log_n)
@@ -580,32 +659,58 @@ class Diagram(Experiment):
         if crossed:
             cu = self.coordinate(np.array([c["x"] for c in crossed]))
             nc = np.array([c["N_c"] for c in crossed])
-            err = np.array([[c["N_c"] - (c["ci95"][0] or c["N_c"]), (c["ci95"][1] or c["N_c"]) - c["N_c"]]
-                            for c in crossed]).T  # fmt: skip
+            err = np.array(
+                [[c["N_c"] - (c["ci95"][0] or c["N_c"]), (c["ci95"][1] or c["N_c"]) - c["N_c"]] for c in crossed]
+            ).T
             ax.errorbar(cu, nc, yerr=err, fmt="o", color="tab:red", ms=4, capsize=2, label="N_c (success ½), 95 % CI")
         line = analysis.summary.get("straight line")
         if line and line.get("b") is not None:
             xl = np.linspace(plots.edges(xs)[0], plots.edges(xs)[-1], 100)
-            ax.plot(xl, line["a"] + line["b"] * xl, "-", color="orange", lw=1.5,
-                    label=f"fit N_c = {line['a']:.0f} + {line['b']:.3g}·{self.xlabel()} (R² {line['r2']:.2f})")  # fmt: skip
+            ax.plot(
+                xl,
+                line["a"] + line["b"] * xl,
+                "-",
+                color="orange",
+                lw=1.5,
+                label=f"fit N_c = {line['a']:.0f} + {line['b']:.3g}·{self.xlabel()} (R² {line['r2']:.2f})",
+            )
         law = analysis.summary.get("power law")
         if law and law["p"]["value"] is not None and crossed:
             p = law["p"]["value"]
             a_vals = np.linspace(x.min(), x.max(), 100)
             c0 = np.exp(np.mean(np.log(nc) + p * np.log([c["x"] for c in crossed])))
-            ax.plot(self.coordinate(a_vals), c0 * a_vals**-p, "--", color="tab:cyan", lw=1.3,
-                    label=f"power law N_c ∝ α_*^−{p:.2f}")  # fmt: skip
+            ax.plot(
+                self.coordinate(a_vals),
+                c0 * a_vals**-p,
+                "--",
+                color="tab:cyan",
+                lw=1.3,
+                label=f"power law N_c ∝ α_*^−{p:.2f}",
+            )
         floor = analysis.summary["mean-token floor"]
         edges = plots.edges(xs)
         bound = [c for c in analysis.summary["columns"] if not c["free of the floor"]]
         for k, c in enumerate(bound):  # the floor binds: hatched, not fitted
             i = int(np.argmin(np.abs(xs - self.coordinate(c["x"]))))
-            ax.axvspan(edges[i], edges[i + 1], fill=False, hatch="//", edgecolor="tab:orange", lw=0,
-                       label=f"floor binds (z < {spec.free_z:g}): not fitted" if k == 0 else None)  # fmt: skip
+            ax.axvspan(
+                edges[i],
+                edges[i + 1],
+                fill=False,
+                hatch="//",
+                edgecolor="tab:orange",
+                lw=0,
+                label=f"floor binds (z < {spec.free_z:g}): not fitted" if k == 0 else None,
+            )
         lin = [c for c in floor.get("linear learner", {}).get("columns", []) if c["status"] == CROSSED]
         if lin and self.axis.startswith("data."):
-            ax.plot(self.coordinate(np.array([c["x"] for c in lin])), [c["N_c"] for c in lin], "D", color="tab:green",
-                    ms=4, label="linear learner on the mean token: N_c")  # fmt: skip
+            ax.plot(
+                self.coordinate(np.array([c["x"] for c in lin])),
+                [c["N_c"] for c in lin],
+                "D",
+                color="tab:green",
+                ms=4,
+                label="linear learner on the mean token: N_c",
+            )
         ax.set_ylim(ye[0], ye[-1])
         if log_n:
             ax.set_yscale("log")
@@ -624,14 +729,25 @@ class Diagram(Experiment):
         from scipy.stats import norm
 
         zs = np.array([c["z"] for c in floor["per column"]])
-        ax.plot(self.coordinate(cx), np.maximum(norm.sf(zs), 1e-5), "^:", color="tab:orange",
-                label="best mean-token rule: Φ(−z)")  # fmt: skip
+        ax.plot(
+            self.coordinate(cx),
+            np.maximum(norm.sf(zs), 1e-5),
+            "^:",
+            color="tab:orange",
+            label="best mean-token rule: Φ(−z)",
+        )
         fl = cols["stage"] == "floor"
         if fl.any() and self.axis.startswith("data."):
             xf = cols[self.axis][fl].astype(float)
             err = [cols["test_error"][fl][xf == v].mean() for v in cx]
-            ax.plot(self.coordinate(cx), np.maximum(err, 1e-5), "D-", color="tab:green", ms=4,
-                    label="linear learner: mean test error")  # fmt: skip
+            ax.plot(
+                self.coordinate(cx),
+                np.maximum(err, 1e-5),
+                "D-",
+                color="tab:green",
+                ms=4,
+                label="linear learner: mean test error",
+            )
         ax.set_yscale("log")
         ax.set_ylim(5e-6, 1)
         ax.set_xlabel(self.xlabel())
@@ -656,9 +772,15 @@ def choose_lr(cols, axis: str) -> dict:
     table = []
     for v in np.unique(lr):
         s = lr == v
-        table.append({"lr": float(v), "val_error": rounded(cols["test_error"][s].mean(), 5),
-                      "val_loss": rounded(np.nanmean(cols["test_loss"][s]), 5),
-                      "diverged": int(np.sum(cols["status"][s] == "diverged")), "runs": int(s.sum())})  # fmt: skip
+        table.append(
+            {
+                "lr": float(v),
+                "val_error": rounded(cols["test_error"][s].mean(), 5),
+                "val_loss": rounded(np.nanmean(cols["test_loss"][s]), 5),
+                "diverged": int(np.sum(cols["status"][s] == "diverged")),
+                "runs": int(s.sum()),
+            }
+        )
     ok = [r for r in table if r["val_error"] is not None and r["diverged"] == 0] or table
     best = min(ok, key=lambda r: (r["val_error"], r["val_loss"] if r["val_loss"] is not None else np.inf))
     where = {axis: float(cols[axis][0])} if axis in cols and cols[axis][0] is not None else {}

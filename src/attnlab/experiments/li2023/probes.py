@@ -40,8 +40,11 @@ def build(ctx):
         if "attn" in aux:
             X, n_mask = data["X"], data["mask"]
             role, keep = X["role"], aux["mask"]
-            for name, key_role in (("relevant", ldata.RELEVANT), ("confusion", ldata.CONFUSION),
-                                   ("irrelevant", ldata.IRRELEVANT)):  # fmt: skip
+            for name, key_role in (
+                ("relevant", ldata.RELEVANT),
+                ("confusion", ldata.CONFUSION),
+                ("irrelevant", ldata.IRRELEVANT),
+            ):
                 per = jax.vmap(_mass, in_axes=(0, 0, 0, None, None))(aux["attn"], role, keep, ldata.RELEVANT, key_role)
                 out[f"attn_{name}"] = masked_mean(per, n_mask)
             out["attn_entropy"] = masked_mean(jax.vmap(_entropy)(aux["attn"], keep), n_mask)

@@ -39,9 +39,17 @@ from attnlab.parts import register
 PROTOCOL = {
     "data": {"name": "li2023", "M": 20, "d": 20, "L": 50, "noise": "ball", "tau": 0.2, "n_test": 1000},
     "model": {"name": "li2023-vit", "init": "near_identity", "m": 64, "m_a": 0, "m_b": 0, "sigma": 0.1, "delta": 0.1},
-    "train": {"loss": "hinge", "optimizer": "gd", "lr": 0.05, "batch_size": 32, "max_steps": 500,
-              "loss_threshold": 1e-9, "stop_on": "hinge", "stop_every": 10},
-}  # fmt: skip
+    "train": {
+        "loss": "hinge",
+        "optimizer": "gd",
+        "lr": 0.05,
+        "batch_size": 32,
+        "max_steps": 500,
+        "loss_threshold": 1e-9,
+        "stop_on": "hinge",
+        "stop_every": 10,
+    },
+}
 
 # The sheet's α_*⁻² = 4 … 14 at L = 50 as exact counts with strictly increasing nets (11 … 21)
 N_STAR_PROTOCOL = [13, 14, 15, 16, 17, 19, 20, 22, 25]
@@ -49,9 +57,19 @@ N_STAR_PROTOCOL = [13, 14, 15, 16, 17, 19, 20, 22, 25]
 THEOREM = {
     "data": {"name": "li2023", "M": 5, "d": 20, "L": 50, "noise": "ball", "tau": 0.2, "n_test": 1000},
     "model": {"name": "li2023-vit", "init": "near_identity", "m": 256, "m_a": 0, "m_b": 0, "sigma": 0.1, "delta": 0.1},
-    "train": {"loss": "hinge", "optimizer": "gd", "lr": 0.5, "batch_size": 16, "max_steps": 1, "loss_threshold": 1e-9,
-              "stop_on": "hinge", "stop_every": 1, "probes": "li2023", "log_every": 1_000_000},
-}  # fmt: skip
+    "train": {
+        "loss": "hinge",
+        "optimizer": "gd",
+        "lr": 0.5,
+        "batch_size": 16,
+        "max_steps": 1,
+        "loss_threshold": 1e-9,
+        "stop_on": "hinge",
+        "stop_every": 1,
+        "probes": "li2023",
+        "log_every": 1_000_000,
+    },
+}
 # nets 3 … 14 (α_* 0.06 … 0.32); N = b·T with T = 1 … 64 steps of b = 16
 N_STAR_THEOREM = [3, 4, 5, 7, 9, 12, 16]
 N_THEOREM = [16, 32, 64, 128, 256, 512, 1024]
@@ -66,7 +84,7 @@ class Fig1Protocol(Fig1):
         "smoke": SMOKE | {"data": SMOKE["data"] | {"d": 24}, "model": {"m": 16}, "tune_lr": []},
         "cpu": dict(data={"n_star": N_STAR_PROTOCOL, "N": [10, 20, 40, 80, 160, 400]}, reps=4),
         "paper": dict(data={"n_star": N_STAR_PROTOCOL, "N": list(range(40, 401, 40))}, reps=20),
-    }  # fmt: skip
+    }
     assumptions = (
         "The sheet's protocol as stated, with its assumed generator: M = d = 20 orthonormal patterns, L = 50, noise "
         "uniform in the ball ‖z‖ ≤ τ = 0.2, near-identity init (σ = δ = 0.1), m = 64, a = ±1/√m, hinge loss, SGD "
@@ -89,17 +107,28 @@ def hypotheses(spec) -> list[dict]:
     sigma, delta = max(c.get("model.sigma", 0.0) for c in cells), max(c.get("model.delta", 0.0) for c in cells)
     noise = set(get("data.noise"))
     return [
-        {"hypothesis": "ball noise, τ ≤ κ/4", "holds": noise == {"ball"} and tau <= kappa / 4,
-         "read": f"noise = {', '.join(sorted(noise))}, τ ≤ {tau:g}, κ/4 = {kappa / 4:.3g}"},
-        {"hypothesis": "near-identity init with small errors (σ, δ ≤ 0.2)",
-         "holds": init == {"near_identity"} and sigma <= 0.2 and delta <= 0.2,
-         "read": f"init = {', '.join(sorted(init))}, σ ≤ {sigma:g}, δ ≤ {delta:g}"},
+        {
+            "hypothesis": "ball noise, τ ≤ κ/4",
+            "holds": noise == {"ball"} and tau <= kappa / 4,
+            "read": f"noise = {', '.join(sorted(noise))}, τ ≤ {tau:g}, κ/4 = {kappa / 4:.3g}",
+        },
+        {
+            "hypothesis": "near-identity init with small errors (σ, δ ≤ 0.2)",
+            "holds": init == {"near_identity"} and sigma <= 0.2 and delta <= 0.2,
+            "read": f"init = {', '.join(sorted(init))}, σ ≤ {sigma:g}, δ ≤ {delta:g}",
+        },
         {"hypothesis": "hinge loss", "holds": loss == {"hinge"}, "read": f"loss = {', '.join(sorted(loss))}"},
-        {"hypothesis": "m ≥ M²·log N (largest N)", "holds": width >= M**2 * math.log(n_max),
-         "read": f"m = {width}, M²·log N = {M**2 * math.log(n_max):.0f}"},
-        {"hypothesis": "one-pass SGD on fresh samples (N = b·T)", "holds": bool(spec.one_pass) and b > 0,
-         "read": f"one_pass = {spec.one_pass}, batch = {b}"},
-    ]  # fmt: skip
+        {
+            "hypothesis": "m ≥ M²·log N (largest N)",
+            "holds": width >= M**2 * math.log(n_max),
+            "read": f"m = {width}, M²·log N = {M**2 * math.log(n_max):.0f}",
+        },
+        {
+            "hypothesis": "one-pass SGD on fresh samples (N = b·T)",
+            "holds": bool(spec.one_pass) and b > 0,
+            "read": f"one_pass = {spec.one_pass}, batch = {b}",
+        },
+    ]
 
 
 # The directional claims' interval level: 95 % intervals passed a no-effect world 2–6 % of the time in
@@ -130,11 +159,17 @@ class Fig1Theorem(Fig1):
     regime = "theorem"
     audit = diagram_design(NOISE_FIG1, "default: measured on a cpu-scale run of li2023-fig1")
     scales = {
-        "smoke": SMOKE | {"data": SMOKE["data"] | {"M": 4, "N": [8, 32]}, "model": {"m": 64}, "train": {"batch_size": 8},
-                          "tune_lr": [], "one_pass": True},
+        "smoke": SMOKE
+        | {
+            "data": SMOKE["data"] | {"M": 4, "N": [8, 32]},
+            "model": {"m": 64},
+            "train": {"batch_size": 8},
+            "tune_lr": [],
+            "one_pass": True,
+        },
         "cpu": dict(data={"n_star": N_STAR_THEOREM, "N": N_THEOREM}, reps=6, one_pass=True),
         "paper": dict(data={"n_star": N_STAR_THEOREM, "N": N_THEOREM + [2048]}, reps=20, one_pass=True),
-    }  # fmt: skip
+    }
     assumptions = (
         "Theorem 1's hypotheses, checked on the spec (see the report's summary): ball noise τ = 0.2 ≤ κ/4, "
         "near-identity init (σ = δ = 0.1), hinge loss, m = 256 ≥ M²·log N (M = 5), one-pass SGD (N = b·T, b = 16).",
@@ -158,23 +193,39 @@ class Fig1Theorem(Fig1):
         bN = _coef(Z, s, lambda b: b[:, 1], n_boot, spec.seed)
         bA = _coef(Z, s, lambda b: b[:, 2], n_boot, spec.seed + 1)
         p = _coef(Z, s, lambda b: theory._ratio(b[:, 2], b[:, 1]), n_boot, spec.seed + 2)
-        summary["success: σ(β₀ + β_N log N + β_α log α_*)"] = {"β_N": bN.as_dict(), "β_α": bA.as_dict(),
-                                                               "p = β_α/β_N": p.as_dict(), "level": LEVEL}  # fmt: skip
+        summary["success: σ(β₀ + β_N log N + β_α log α_*)"] = {
+            "β_N": bN.as_dict(),
+            "β_α": bA.as_dict(),
+            "p = β_α/β_N": p.as_dict(),
+            "level": LEVEL,
+        }
         claims.append(Claim.of("success-N", "success rises with N (β_N > 0)", _positive(bN, "β_N")))
         claims.append(Claim.of("success-alpha", "success rises with α_* (β_α > 0)", _positive(bA, "β_α")))
         A0, AT = (np.array([np.asarray(a, float)[i] for a in cols["trace_attn_relevant"][g]]) for i in (0, -1))
-        claims.append(Claim.of("attention-rises", "the attention of relevant queries on relevant tokens rises in "
-                               "training (A(T) > A(0) per run)",
-                               rules.sign_test(AT - A0, alpha=1 - LEVEL, name="A(T) − A(0)")))  # fmt: skip
-        summary["attention on relevant tokens"] = {"A(0)": rounded(float(np.mean(A0)), 4),
-                                                   "A(T)": rounded(float(np.mean(AT)), 4)}  # fmt: skip
-        claims.append(Claim.of("nc-grows", "N_c grows as α_* falls (p > 0 in N·α_*^p = C, every column)",
-                               _positive(p, "p")))  # fmt: skip
+        claims.append(
+            Claim.of(
+                "attention-rises",
+                "the attention of relevant queries on relevant tokens rises in training (A(T) > A(0) per run)",
+                rules.sign_test(AT - A0, alpha=1 - LEVEL, name="A(T) − A(0)"),
+            )
+        )
+        summary["attention on relevant tokens"] = {
+            "A(0)": rounded(float(np.mean(A0)), 4),
+            "A(T)": rounded(float(np.mean(AT)), 4),
+        }
+        claims.append(
+            Claim.of("nc-grows", "N_c grows as α_* falls (p > 0 in N·α_*^p = C, every column)", _positive(p, "p"))
+        )
         it = summary["iterations: r of T ∝ α_*^−r"]
         r, lo, hi = (np.nan if v is None else v for v in [it["value"], *it["ci95"]])
         half = (hi - lo) / 2 * stats.norm.ppf((1 + LEVEL) / 2) / stats.norm.ppf(0.975)  # the Wald interval at LEVEL
-        claims.append(Claim.of("iterations-fall", "iterations to zero training hinge loss fall as α_* grows (r > 0)",
-                               _positive(theory.Estimate(r, r - half, r + half, 0), "r")))  # fmt: skip
+        claims.append(
+            Claim.of(
+                "iterations-fall",
+                "iterations to zero training hinge loss fall as α_* grows (r > 0)",
+                _positive(theory.Estimate(r, r - half, r + half, 0), "r"),
+            )
+        )
         for c in claims:
             c.regime = regime
         return claims

@@ -60,8 +60,10 @@ LEARNER_LR = {"vit": [0.1, 0.2, 0.5, 1.0], "cnn": [0.1, 0.2, 0.5, 1.0], "linear"
 Z_RANGE = {"free": (4.5, 1e6), "floor": (0.0, 3.0)}  # (lo, hi) of every column's z; 1e6: no upper bound
 
 
-SAME_WHY = ("`attnlab audit li2023-settle` gives the ±1.5 band power 0.76 at the cpu design (200 simulations, "
-            "false pass 0.00): the rule's outcome is reported; --set judge_same_law=true judges it")
+SAME_WHY = (
+    "`attnlab audit li2023-settle` gives the ±1.5 band power 0.76 at the cpu design (200 simulations, "
+    "false pass 0.00): the rule's outcome is reported; --set judge_same_law=true judges it"
+)
 
 
 class Spec(AlphaSpec):
@@ -71,7 +73,9 @@ class Spec(AlphaSpec):
     z_range: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: dict(Z_RANGE), description="per design: the range every column's margin z must lie in"
     )
-    learners: dict[str, dict] = Field(default_factory=lambda: dict(LEARNERS), description="per learner: its model table")
+    learners: dict[str, dict] = Field(
+        default_factory=lambda: dict(LEARNERS), description="per learner: its model table"
+    )
     learner_lr: dict[str, list[PositiveFloat]] = Field(
         default_factory=lambda: dict(LEARNER_LR), description="per learner: the learning rates tuned over"
     )
@@ -79,8 +83,10 @@ class Spec(AlphaSpec):
         1.5, description="|p_vit − p_linear| inside this band: the same law (the contrast excluded is the paper's 2)"
     )
     judge_same_law: bool = Field(
-        False, description="judge free-same-as-linear (else reported with its rule's outcome: `attnlab audit` gives "
-        "the ±1.5 band power 0.76 at the cpu design)")
+        False,
+        description="judge free-same-as-linear (else reported with its rule's outcome: `attnlab audit` gives "
+        "the ±1.5 band power 0.76 at the cpu design)",
+    )
 
 
 class _Column(AlphaDiagram):
@@ -97,20 +103,29 @@ _COLUMN = _Column()
 
 
 def _sub(spec: Spec, design: str, learner: str):
-    return spec.model_copy(update={"data": spec.data | spec.designs[design], "model": dict(spec.learners[learner]),
-                                   "tune_lr": list(spec.learner_lr[learner]), "floor": False,
-                                   "free_z": Z_RANGE["free"][0]})  # fmt: skip
+    return spec.model_copy(
+        update={
+            "data": spec.data | spec.designs[design],
+            "model": dict(spec.learners[learner]),
+            "tune_lr": list(spec.learner_lr[learner]),
+            "floor": False,
+            "free_z": Z_RANGE["free"][0],
+        }
+    )
 
 
 def check_design(grid: list[dict], design: str, zr: tuple[float, float]) -> list[float]:
     """Every column's z inside the design's range (an error names the column otherwise)."""
-    fields = phase.column_fields({k: np.array([c[k] for c in grid]) for k in grid[0]}, "data.alpha_star",
-                                 np.ones(len(grid), bool))  # fmt: skip
+    fields = phase.column_fields(
+        {k: np.array([c[k] for c in grid]) for k in grid[0]}, "data.alpha_star", np.ones(len(grid), bool)
+    )
     z = phase.margins(fields)
     for f, zi in zip(fields, z, strict=True):
         if not zr[0] <= zi <= zr[1]:
-            raise AttnlabError(f"designs.{design}: the column α_* = {f['alpha_star']:g} has margin z = {zi:.3g}, outside "
-                               f"the design's range [{zr[0]:g}, {zr[1]:g}]")  # fmt: skip
+            raise AttnlabError(
+                f"designs.{design}: the column α_* = {f['alpha_star']:g} has margin z = {zi:.3g}, outside "
+                f"the design's range [{zr[0]:g}, {zr[1]:g}]"
+            )
     return [float(v) for v in z]
 
 
@@ -138,9 +153,13 @@ def paired_exponents(rows: dict[str, dict], n_boot: int, seed: int) -> tuple[dic
         b = theory._irls_batch(Z, s, W, 1e-4, 100)
         boots[name], raw[name] = theory._ratio(b[:, 2], b[:, 1]), fit.p.value
         lo, hi = np.nanpercentile(boots[name], [2.5, 97.5])
-        out[name] = {"p": rounded(fit.p.value, 4), "ci95": [rounded(lo, 4), rounded(hi, 4)], "runs": len(idx),
-                     "success rate": rounded(s.mean(), 4),
-                     "loglik p=2 minus p=4": rounded((fit.lr[4.0] - fit.lr[2.0]) / 2, 3)}  # fmt: skip
+        out[name] = {
+            "p": rounded(fit.p.value, 4),
+            "ci95": [rounded(lo, 4), rounded(hi, 4)],
+            "runs": len(idx),
+            "success rate": rounded(s.mean(), 4),
+            "loglik p=2 minus p=4": rounded((fit.lr[4.0] - fit.lr[2.0]) / 2, 3),
+        }
     pairs = {}
     for i, a in enumerate(names):
         for bname in names[i + 1 :]:
@@ -149,9 +168,11 @@ def paired_exponents(rows: dict[str, dict], n_boot: int, seed: int) -> tuple[dic
                 d = d[np.isfinite(d)]
                 ok = len(d) >= n_boot // 2
                 lo, hi, lo99, hi99 = np.percentile(d, [2.5, 97.5, 0.5, 99.5]) if ok else (np.nan,) * 4
-                pairs[f"{a} − {bname}"] = {"value": rounded(raw[a] - raw[bname], 4),
-                                           "ci95": [rounded(lo, 4), rounded(hi, 4)],
-                                           "ci99": [rounded(lo99, 4), rounded(hi99, 4)]}  # fmt: skip
+                pairs[f"{a} − {bname}"] = {
+                    "value": rounded(raw[a] - raw[bname], 4),
+                    "ci95": [rounded(lo, 4), rounded(hi, 4)],
+                    "ci99": [rounded(lo99, 4), rounded(hi99, 4)],
+                }
     return out, pairs
 
 
@@ -163,25 +184,47 @@ class Settle(Experiment):
     tags = ("stage", "design", "learner")
     audit = SETTLE
     scales = {
-        "smoke": dict(data={"d": 24, "M": 6, "L": 12, "n_test": 50}, train={"max_steps": 60}, reps=2, n_boot=20,
-                      tune_reps=1, designs={"free": {"n_star": [6, 8], "N": [8, 32], "tau": 0.05},
-                                            "floor": {"n_star": [2, 3], "N": [8, 32], "tau": 0.3}},
-                      learners={"vit": {"name": "li2023-vit", "init": "gaussian", "m": 16, "m_a": 8, "m_b": 8},
-                                "cnn": {"name": "li2023-cnn", "init": "gaussian", "m": 16, "m_a": 8},
-                                "linear": {"name": "li2023-linear"}},
-                      learner_lr={"vit": [0.5], "cnn": [0.5], "linear": [16.0]}),
+        "smoke": dict(
+            data={"d": 24, "M": 6, "L": 12, "n_test": 50},
+            train={"max_steps": 60},
+            reps=2,
+            n_boot=20,
+            tune_reps=1,
+            designs={
+                "free": {"n_star": [6, 8], "N": [8, 32], "tau": 0.05},
+                "floor": {"n_star": [2, 3], "N": [8, 32], "tau": 0.3},
+            },
+            learners={
+                "vit": {"name": "li2023-vit", "init": "gaussian", "m": 16, "m_a": 8, "m_b": 8},
+                "cnn": {"name": "li2023-cnn", "init": "gaussian", "m": 16, "m_a": 8},
+                "linear": {"name": "li2023-linear"},
+            },
+            learner_lr={"vit": [0.5], "cnn": [0.5], "linear": [16.0]},
+        ),
         # free: z = 4.5 … 6.5 at L = 50, τ = 0.2 (d = 400 makes estimation, hence N_c, larger); N_c there is 5 … 25,
         # so the N grid is fine at the low end. floor: z = 1.2 … 2.8 at τ = 0.25
-        "cpu": dict(designs={"free": {"n_star": [10, 11, 13, 14, 15], "N": [4, 6, 8, 12, 16, 24, 32, 48, 64, 96],
-                                      "d": 400},
-                             "floor": {"n_star": [3, 4, 5, 7, 8], "N": [20, 40, 80, 160, 320, 640], "tau": 0.25}},
-                    reps=10, tune_reps=3),
-        "paper": dict(designs={"free": {"n_star": [18, 20, 22, 25, 28, 32],
-                                        "N": [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256], "L": 120, "d": 400},
-                               "floor": {"n_star": [3, 4, 5, 7, 8, 9], "N": [20, 40, 80, 160, 320, 640, 1280, 2560],
-                                         "L": 100}},
-                      reps=20, memory_budget_gb=8),  # a floor cell at N = 2560, L = 100 needs ≈ 2.1 GB
-    }  # fmt: skip
+        "cpu": dict(
+            designs={
+                "free": {"n_star": [10, 11, 13, 14, 15], "N": [4, 6, 8, 12, 16, 24, 32, 48, 64, 96], "d": 400},
+                "floor": {"n_star": [3, 4, 5, 7, 8], "N": [20, 40, 80, 160, 320, 640], "tau": 0.25},
+            },
+            reps=10,
+            tune_reps=3,
+        ),
+        "paper": dict(
+            designs={
+                "free": {
+                    "n_star": [18, 20, 22, 25, 28, 32],
+                    "N": [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256],
+                    "L": 120,
+                    "d": 400,
+                },
+                "floor": {"n_star": [3, 4, 5, 7, 8, 9], "N": [20, 40, 80, 160, 320, 640, 1280, 2560], "L": 100},
+            },
+            reps=20,
+            memory_budget_gb=8,
+        ),  # a floor cell at N = 2560, L = 100 needs ≈ 2.1 GB
+    }
     assumptions = common.ASSUMPTIONS + (
         "Two designs fixed before the run by the analytic margin z of the best mean-token rule: free (z ≥ 4.5 in every "
         "column) and floor (z ≤ 3 in every column); n_# = ⌊n_*/6⌋.",
@@ -195,8 +238,9 @@ class Settle(Experiment):
     def cells(self, spec, run=None) -> list[dict]:
         for design in spec.designs:  # every design's criterion checked before anything runs
             sub = _sub(spec, design, next(iter(spec.learners)))
-            check_design(_COLUMN._expand(sub.model_copy(update={"reps": 1, "seeds": 1}), "grid"), design,
-                         spec.z_range[design])  # fmt: skip
+            check_design(
+                _COLUMN._expand(sub.model_copy(update={"reps": 1, "seeds": 1}), "grid"), design, spec.z_range[design]
+            )
         out = []
         for design in spec.designs:
             for learner in spec.learners:
@@ -218,21 +262,31 @@ class Settle(Experiment):
                 if not g.any():
                     continue
                 x, N, s = cols["data.alpha_star"][g].astype(float), cols["data.N"][g], cols["test_error"][g] == 0
-                unit = list(zip(x.tolist(), N.tolist(), cols["block"][g].tolist(), cols["rep"][g].tolist(), strict=True))
+                unit = list(
+                    zip(x.tolist(), N.tolist(), cols["block"][g].tolist(), cols["rep"][g].tolist(), strict=True)
+                )
                 rows[learner] = {"alpha": x, "N": N, "success": s, "unit": unit}
                 cs = phase.columns(x, N, s, spec.n_boot, spec.seed)
-                per[learner] = {"learning rate": float(cols["train.lr"][g][0]), "parameters": _COLUMN.n_params(cols, g),
-                                "columns": [c.as_dict() for c in cs]}  # fmt: skip
-            fields = phase.column_fields(cols, "data.alpha_star", (cols["design"] == design) & (cols["stage"] == "grid"))
+                per[learner] = {
+                    "learning rate": float(cols["train.lr"][g][0]),
+                    "parameters": _COLUMN.n_params(cols, g),
+                    "columns": [c.as_dict() for c in cs],
+                }
+            fields = phase.column_fields(
+                cols, "data.alpha_star", (cols["design"] == design) & (cols["stage"] == "grid")
+            )
             z = phase.margins(fields)
             exps, pairs = paired_exponents(rows, spec.n_boot, spec.seed)
             for learner in per:
                 per[learner]["exponent"] = exps[learner]
-            results[design] = {"z per column": [rounded(v, 3) for v in z],
-                               "n_star per column": [round(f["alpha_star"] * f["L"]) for f in fields],
-                               "alpha per column": [rounded(f["alpha_star"], 6) for f in fields],
-                               "N": sorted({int(n) for n in cols["data.N"][cols["design"] == design]}),
-                               "learners": per, "differences of p (paired)": pairs}  # fmt: skip
+            results[design] = {
+                "z per column": [rounded(v, 3) for v in z],
+                "n_star per column": [round(f["alpha_star"] * f["L"]) for f in fields],
+                "alpha per column": [rounded(f["alpha_star"], 6) for f in fields],
+                "N": sorted({int(n) for n in cols["data.N"][cols["design"] == design]}),
+                "learners": per,
+                "differences of p (paired)": pairs,
+            }
         summary["designs"] = results
         claims += self._claims(results, spec)
         return Analysis(claims=claims, summary=summary)
@@ -250,48 +304,91 @@ class Settle(Experiment):
         def law(design):
             """The ViT's p = 2 against p = 4 by log-likelihood over every run of the design."""
             e = results.get(design, {}).get("learners", {}).get("vit", {}).get("exponent", {})
-            law = {"p": {"value": e.get("p"), "ci95": e.get("ci95", [None, None])},
-                   "loglik_2_minus_4": e.get("loglik p=2 minus p=4")} if e.get("p") is not None else None  # fmt: skip
+            law = (
+                {
+                    "p": {"value": e.get("p"), "ci95": e.get("ci95", [None, None])},
+                    "loglik_2_minus_4": e.get("loglik p=2 minus p=4"),
+                }
+                if e.get("p") is not None
+                else None
+            )
             return phase.likelihood_verdict(law, 2.0, spec.min_log_ratio)
 
         out = []
         if "free" in results:
             same = rules.no_effect(*diff("free", "vit", "linear"), spec.diff_band, "p_vit − p_linear")
-            out.append(Claim.of("free-vit-exponent", "without the floor (z ≥ 4.5), the ViT's N_c ∝ α_*^−2 (p = 2 "
-                                "explains its runs better than p = 4)", law("free")))  # fmt: skip
-            out.append(Claim.of("free-same-as-linear", "without the floor, the ViT's exponent is the linear learner's "
-                                "(the law there is estimation in noise, not attention)",
-                                same if spec.judge_same_law else same.reported(SAME_WHY)))  # fmt: skip
+            out.append(
+                Claim.of(
+                    "free-vit-exponent",
+                    "without the floor (z ≥ 4.5), the ViT's N_c ∝ α_*^−2 (p = 2 explains its runs better than p = 4)",
+                    law("free"),
+                )
+            )
+            out.append(
+                Claim.of(
+                    "free-same-as-linear",
+                    "without the floor, the ViT's exponent is the linear learner's "
+                    "(the law there is estimation in noise, not attention)",
+                    same if spec.judge_same_law else same.reported(SAME_WHY),
+                )
+            )
         if "floor" in results:
-            out.append(Claim.of("floor-vit-exponent", "where the floor binds (z ≤ 3), the ViT's N_c ∝ α_*^−2 (p = 2 "
-                                "explains its runs better than p = 4)", law("floor")))  # fmt: skip
+            out.append(
+                Claim.of(
+                    "floor-vit-exponent",
+                    "where the floor binds (z ≤ 3), the ViT's N_c ∝ α_*^−2 (p = 2 explains its runs better than p = 4)",
+                    law("floor"),
+                )
+            )
             d, lo, hi = diff("floor", "cnn", "vit", "ci99")
             rule = "99 % paired interval of p_cnn − p_vit lies above 0; fail if it lies below 0"
             m = {"p_cnn − p_vit": rounded(d), "ci99": [rounded(lo), rounded(hi)]}
-            v = rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval (a learner never or always succeeds)") \
-                if not np.isfinite(lo) else rules.Verdict(rules.PASS if lo > 0 else rules.FAIL if hi < 0 else
-                                                          rules.INCONCLUSIVE, m, rule)  # fmt: skip
-            out.append(Claim.of("floor-cnn-steeper", "where the floor binds, the attention-free baseline's exponent is "
-                                "steeper than the ViT's (α_*^−4 against α_*^−2)", v))  # fmt: skip
+            v = (
+                rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval (a learner never or always succeeds)")
+                if not np.isfinite(lo)
+                else rules.Verdict(rules.PASS if lo > 0 else rules.FAIL if hi < 0 else rules.INCONCLUSIVE, m, rule)
+            )
+            out.append(
+                Claim.of(
+                    "floor-cnn-steeper",
+                    "where the floor binds, the attention-free baseline's exponent is "
+                    "steeper than the ViT's (α_*^−4 against α_*^−2)",
+                    v,
+                )
+            )
         return out
 
     def figures(self, cols, spec, analysis: Analysis, out: Path) -> list[Path]:
         designs = analysis.summary["designs"]
-        fig, axes = plt.subplots(1, len(designs), figsize=(6 * len(designs), 4.2), constrained_layout=True, squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(designs), figsize=(6 * len(designs), 4.2), constrained_layout=True, squeeze=False
+        )
         colors = {"vit": "tab:red", "cnn": "tab:blue", "linear": "tab:green"}
         for ax, (design, res) in zip(axes[0], designs.items(), strict=True):
             for learner, r in res["learners"].items():
                 cs = [c for c in r["columns"] if c["status"] == phase.CROSSED]
                 e = r["exponent"]
-                lab = f"{learner}: p = {e['p']:.2f} [{e['ci95'][0]:.2f}, {e['ci95'][1]:.2f}]" if e.get("p") is not None \
-                    else f"{learner}: no boundary"  # fmt: skip
+                lab = (
+                    f"{learner}: p = {e['p']:.2f} [{e['ci95'][0]:.2f}, {e['ci95'][1]:.2f}]"
+                    if e.get("p") is not None
+                    else f"{learner}: no boundary"
+                )
                 lab += f" ({e['success rate']:.0%} of runs succeed)"
                 if cs:
                     xs = np.array([c["x"] for c in cs])
-                    err = np.array([[c["N_c"] - (c["ci95"][0] or c["N_c"]), (c["ci95"][1] or c["N_c"]) - c["N_c"]]
-                                    for c in cs]).T  # fmt: skip
-                    ax.errorbar(xs, [c["N_c"] for c in cs], yerr=err, fmt="o-", color=colors.get(learner), ms=4,
-                                capsize=2, label=lab)  # fmt: skip
+                    err = np.array(
+                        [[c["N_c"] - (c["ci95"][0] or c["N_c"]), (c["ci95"][1] or c["N_c"]) - c["N_c"]] for c in cs]
+                    ).T
+                    ax.errorbar(
+                        xs,
+                        [c["N_c"] for c in cs],
+                        yerr=err,
+                        fmt="o-",
+                        color=colors.get(learner),
+                        ms=4,
+                        capsize=2,
+                        label=lab,
+                    )
                 else:
                     ax.plot([], [], "o", color=colors.get(learner), label=lab)
             zs, ns = res["z per column"], res["n_star per column"]

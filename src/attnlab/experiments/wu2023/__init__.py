@@ -31,9 +31,15 @@ D_REF = 16  # the width at which the normalised step equals γ
 DEFAULTS = {
     "data": {"name": "wu2023", "d_s": 8, "d": 16, "N": 100, "n_test": 100, "token_norm": "d", "target": "gaussian"},
     "model": {"name": "wu2023", "alpha": 0.5, "init": "lecun"},
-    "train": {"loss": "squared", "optimizer": "gd", "lr": 1.0, "batch_size": 0, "max_steps": 400,
-              "loss_threshold": 0.0},
-}  # fmt: skip
+    "train": {
+        "loss": "squared",
+        "optimizer": "gd",
+        "lr": 1.0,
+        "batch_size": 0,
+        "max_steps": 400,
+        "loss_threshold": 0.0,
+    },
+}
 
 
 def step(gamma: float, d_m: int, step_norm: str) -> float:

@@ -86,8 +86,17 @@ def per_run(cols, unstable_at: float) -> dict[str, np.ndarray]:
         flagged = ~(ratio <= unstable_at) | diverged | worse
     # λ_min of the w_O block: NaN for runs stored before that probe existed
     lam_w_O = trace(cols, "lambda_min_w_O")[:, 0] if "trace_lambda_min_w_O" in cols else np.full(len(ratio), np.nan)
-    return {"lambda_min_0": lam_min, "lambda_max_0": lam_max, "lambda_min_w_O_0": lam_w_O, "step_ratio": ratio,
-            "loss_0": L0, "loss_T": LT, "diverged": diverged, "worse": worse, "unstable": flagged}  # fmt: skip
+    return {
+        "lambda_min_0": lam_min,
+        "lambda_max_0": lam_max,
+        "lambda_min_w_O_0": lam_w_O,
+        "step_ratio": ratio,
+        "loss_0": L0,
+        "loss_T": LT,
+        "diverged": diverged,
+        "worse": worse,
+        "unstable": flagged,
+    }
 
 
 def add_run_columns(table: pa.Table, unstable_at: float) -> pa.Table:
@@ -157,15 +166,19 @@ def slope_estimate(x, y, repeat) -> dict:
 
 
 def slope_measured(est: dict) -> dict:
-    return {"slope": rounded(est["slope"]), "ci95": [rounded(est["lo"]), rounded(est["hi"])],
-            "repeats": len(est["per_repeat"])}  # fmt: skip
+    return {
+        "slope": rounded(est["slope"]),
+        "ci95": [rounded(est["lo"]), rounded(est["hi"])],
+        "repeats": len(est["per_repeat"]),
+    }
 
 
 def below_zero(est: dict, name: str, bound: float = 0.0) -> rules.Verdict:
     """The interval of a slope lies below ``bound`` (0: the sign only) → pass; above → fail; else
     inconclusive."""
-    rule = (f"95 % t interval (over repeats) of the log–log slope of {name} against d_m lies below {bound:g}; "
-            "fail if above")  # fmt: skip
+    rule = (
+        f"95 % t interval (over repeats) of the log–log slope of {name} against d_m lies below {bound:g}; fail if above"
+    )
     m = slope_measured(est) | ({"bound": bound} if bound else {})
     if not (np.isfinite(est["lo"]) and np.isfinite(est["hi"])):
         return rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval: fewer than 2 repeats spanning 2 widths")
@@ -176,8 +189,9 @@ def below_zero(est: dict, name: str, bound: float = 0.0) -> rules.Verdict:
 def all_of(verdicts: dict[str, rules.Verdict]) -> rules.Verdict:
     """pass if every verdict passes, fail if any fails, else inconclusive."""
     outs = [v.outcome for v in verdicts.values()]
-    outcome = rules.FAIL if rules.FAIL in outs else rules.PASS if all(o == rules.PASS for o in outs) else (
-        rules.INCONCLUSIVE)  # fmt: skip
+    outcome = (
+        rules.FAIL if rules.FAIL in outs else rules.PASS if all(o == rules.PASS for o in outs) else (rules.INCONCLUSIVE)
+    )
     rule = " and ".join(f"[{k}] {v.rule}" for k, v in verdicts.items())
     detail = "; ".join(f"{k}: {v.detail}" for k, v in verdicts.items() if v.detail)
     return rules.Verdict(outcome, {k: v.measured for k, v in verdicts.items()}, rule, detail)
@@ -194,23 +208,35 @@ def stability_verdict(r: dict, unstable_at: float, share_min: float, probe_min: 
         probe = pred & (r["step_ratio"] >= unstable_at / 2)
     ok = pred & ~r["diverged"] & ~r["worse"]
     n, k = int(pred.sum()), int(ok.sum())
-    rule = (f"share of the runs with γ_eff·λ_max(K₀)/N < {unstable_at:g} that neither diverged nor ended above "
-            f"their initial loss ≥ {share_min:g}; fail below")  # fmt: skip
+    rule = (
+        f"share of the runs with γ_eff·λ_max(K₀)/N < {unstable_at:g} that neither diverged nor ended above "
+        f"their initial loss ≥ {share_min:g}; fail below"
+    )
     with np.errstate(invalid="ignore"):
         above = ~pred
-    measured = {"ok": k, "n": n, "share": rounded(k / n) if n else None, "flagged": int(r["unstable"].sum()),
-                "predicted_unstable": int(above.sum()), "predicted_unstable_diverged": int((above & r["diverged"]).sum()),
-                "max_ratio": rounded(float(np.nanmax(r["step_ratio"])) if np.isfinite(r["step_ratio"]).any() else np.nan)}  # fmt: skip
+    measured = {
+        "ok": k,
+        "n": n,
+        "share": rounded(k / n) if n else None,
+        "flagged": int(r["unstable"].sum()),
+        "predicted_unstable": int(above.sum()),
+        "predicted_unstable_diverged": int((above & r["diverged"]).sum()),
+        "max_ratio": rounded(float(np.nanmax(r["step_ratio"])) if np.isfinite(r["step_ratio"]).any() else np.nan),
+    }
     if n == 0:
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no run is predicted stable")
     measured["runs_in_upper_half"] = int(probe.sum())
     if k / n < share_min:  # a run below the bound that did not train speaks against the claim at any design
         return rules.Verdict(rules.FAIL, measured, rule, f"{n - k} of {n} runs predicted stable did not train stably")
     if probe.sum() < probe_min:
-        return rules.Verdict(rules.DESCRIPTIVE, measured, rule,
-                             f"{int(probe.sum())} run(s) at γ_eff·λ_max(K₀)/N in [{unstable_at / 2:g}, {unstable_at:g}): "
-                             f"below {unstable_at / 2:g} a bound half as large predicts the same stable runs, so the "
-                             f"design cannot test the bound; decided from {probe_min} runs in that range (a larger γ)")  # fmt: skip
+        return rules.Verdict(
+            rules.DESCRIPTIVE,
+            measured,
+            rule,
+            f"{int(probe.sum())} run(s) at γ_eff·λ_max(K₀)/N in [{unstable_at / 2:g}, {unstable_at:g}): "
+            f"below {unstable_at / 2:g} a bound half as large predicts the same stable runs, so the "
+            f"design cannot test the bound; decided from {probe_min} runs in that range (a larger γ)",
+        )
     return rules.Verdict(rules.PASS, measured, rule)
 
 
@@ -256,22 +282,34 @@ def linear_verdict(rho, log_lr, rho_lin, level: float, rate_share: float, thresh
         fast = (rho_lin < 1) & (-np.log(rho) >= rate_share * -np.log(rho_lin))
     favoured = log_lr >= threshold
     linear = favoured & fast
-    rule = (f"per fitted run, log LR(log L on t : log L on log t) ≥ {threshold:.3g} and −log ρ ≥ {rate_share:g}·"
-            f"(−log ρ_lin), ρ_lin = (1 − γ_eff·min_t λ_min(K_t)/N)²; one-sided sign test over the fitted runs "
-            f"that more than half are linear, p < {level:g}; fail if at most half are")  # fmt: skip
+    rule = (
+        f"per fitted run, log LR(log L on t : log L on log t) ≥ {threshold:.3g} and −log ρ ≥ {rate_share:g}·"
+        f"(−log ρ_lin), ρ_lin = (1 − γ_eff·min_t λ_min(K_t)/N)²; one-sided sign test over the fitted runs "
+        f"that more than half are linear, p < {level:g}; fail if at most half are"
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.log(rho) / np.log(rho_lin)
-    measured = {"fitted_runs": int(fit.sum()), "linear_runs": int((linear & fit).sum()),
-                "lr_favours_linear": int((favoured & fit).sum()), "lr_favours_power": int((log_lr[fit] <= -threshold).sum()),
-                "rate_ok": int((fast & fit).sum()), "median_log_lr": med(log_lr[fit]),
-                "max_rho": rounded(rho[fit].max(), 6) if fit.any() else None,
-                "median_rate_over_linearised": med(share[fit])}  # fmt: skip
+    measured = {
+        "fitted_runs": int(fit.sum()),
+        "linear_runs": int((linear & fit).sum()),
+        "lr_favours_linear": int((favoured & fit).sum()),
+        "lr_favours_power": int((log_lr[fit] <= -threshold).sum()),
+        "rate_ok": int((fast & fit).sum()),
+        "median_log_lr": med(log_lr[fit]),
+        "max_rho": rounded(rho[fit].max(), 6) if fit.any() else None,
+        "median_rate_over_linearised": med(share[fit]),
+    }
     if not fit.any():
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no stable run with a fit")
     v = rules.sign_test(np.where(linear[fit], 1.0, -1.0), alpha=level, name="linear run")
-    detail = "" if v.outcome == rules.PASS else (
-        f"{measured['linear_runs']} of {measured['fitted_runs']} fitted runs linear ({measured['lr_favours_linear']} "
-        f"favour ρ^t by likelihood, {measured['rate_ok']} decay at ≥ {rate_share:g} of the linearised rate)")  # fmt: skip
+    detail = (
+        ""
+        if v.outcome == rules.PASS
+        else (
+            f"{measured['linear_runs']} of {measured['fitted_runs']} fitted runs linear ({measured['lr_favours_linear']} "
+            f"favour ρ^t by likelihood, {measured['rate_ok']} decay at ≥ {rate_share:g} of the linearised rate)"
+        )
+    )
     return rules.Verdict(v.outcome, measured | {"p_value": v.measured["p_value"]}, rule, detail)
 
 
@@ -282,14 +320,19 @@ def linear_claim(statement: str, cols, L, ok, spec, T: float) -> tuple[Claim, di
     fits = linear_runs(t, L, ok, spec.floor, spec.fit_from * T)
     fits["rho_lin_0"], fits["rho_lin"] = linearised_rate(cols)
     v = linear_verdict(fits["rho"], fits["log_lr"], fits["rho_lin"], spec.level, spec.rate_share)
-    window = (f"fit over epochs ≥ {spec.fit_from * T:g} up to the last new low of the loss above {spec.floor:g}·L_0; "
-              "unflagged runs only")  # fmt: skip
+    window = (
+        f"fit over epochs ≥ {spec.fit_from * T:g} up to the last new low of the loss above {spec.floor:g}·L_0; "
+        "unflagged runs only"
+    )
     return Claim.of("linear", statement, v, "; ".join(x for x in (v.detail, window) if x)), fits
 
 
 def stability_claim(r: dict, spec) -> Claim:
-    return Claim.of("stability", f"every run with γ_eff·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
-                    stability_verdict(r, spec.unstable_at, spec.stable_share))  # fmt: skip
+    return Claim.of(
+        "stability",
+        f"every run with γ_eff·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
+        stability_verdict(r, spec.unstable_at, spec.stable_share),
+    )
 
 
 def paired(cols, value, a, b, keys=("model.d_m", "block", "rep"), where=None, by="model.init") -> np.ndarray:
@@ -336,12 +379,22 @@ def lmin_claims(width, init, lam_min, repeat, w_min: int, lmin_margin, flat_marg
         if fitted:
             v = rules.Verdict(v.outcome, measured, v.rule, v.detail)
         else:
-            v = rules.Verdict(rules.DESCRIPTIVE, measured | {"widths": [int(w) for w in np.unique(width[s])]}, v.rule,
-                              f"fewer than 2 widths ≥ {w_min} (≈ 10N, where λ_min(K₀^{{w_O}}) becomes ∝ d_m): the slope "
-                              "over every width is pre-asymptotic, reported, not judged")  # fmt: skip
+            v = rules.Verdict(
+                rules.DESCRIPTIVE,
+                measured | {"widths": [int(w) for w in np.unique(width[s])]},
+                v.rule,
+                f"fewer than 2 widths ≥ {w_min} (≈ 10N, where λ_min(K₀^{{w_O}}) becomes ∝ d_m): the slope "
+                "over every width is pre-asymptotic, reported, not judged",
+            )
         what = "grows ∝ d_m" if name != "ntk" else "stays flat in d_m"
-        claims.append(Claim.of(f"lmin-{name}", f"under {name} init λ_min of the w_O block of K₀ {what}", v,
-                               f"log–log slope over d_m ≥ {w_min}, one slope per repeat"))  # fmt: skip
+        claims.append(
+            Claim.of(
+                f"lmin-{name}",
+                f"under {name} init λ_min of the w_O block of K₀ {what}",
+                v,
+                f"log–log slope over d_m ≥ {w_min}, one slope per repeat",
+            )
+        )
     return claims, slopes
 
 
@@ -366,5 +419,3 @@ def logband(ax, t, runs, label, color=None, ls="-"):
 
 def colors(n):
     return plt.cm.viridis(np.linspace(0.05, 0.85, max(n, 1)))
-
-

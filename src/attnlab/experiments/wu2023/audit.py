@@ -95,28 +95,39 @@ GEOMETRIC = {"form": "geometric", "bound": 2.0, "catapult": True, "drift": -0.5}
 
 def h_linear(world: dict) -> ClaimAudit:
     return ClaimAudit(
-        "linear", Hypothesis("L_t ∝ ρ^t after the top mode's transient (linear convergence)", S_LINEAR, world),
-        Hypothesis("after the top mode, L_t ∝ 1/(1 + t/10) (a polynomial, sublinear decay)",
-                   "the O(1/t) rate of GD without strong convexity, which the theorem improves to linear",
-                   world | {"form": "polynomial"}))  # fmt: skip
+        "linear",
+        Hypothesis("L_t ∝ ρ^t after the top mode's transient (linear convergence)", S_LINEAR, world),
+        Hypothesis(
+            "after the top mode, L_t ∝ 1/(1 + t/10) (a polynomial, sublinear decay)",
+            "the O(1/t) rate of GD without strong convexity, which the theorem improves to linear",
+            world | {"form": "polynomial"},
+        ),
+    )
 
 
 def h_stability(world: dict) -> ClaimAudit:
     return ClaimAudit(
-        "stability", Hypothesis("runs below γ_eff·λ_max(K₀)/N = 2 train; 2 … 6 catapult; above 6 diverge", S_STABLE,
-                                world),
-        Hypothesis("runs diverge from γ_eff·λ_max(K₀)/N = 1 on (a bound half as large)",
-                   "the bound of mean (f − y)² without the ½ (the sheet's loss convention, assumed)",
-                   world | {"bound": 1.0, "catapult": False}))  # fmt: skip
+        "stability",
+        Hypothesis("runs below γ_eff·λ_max(K₀)/N = 2 train; 2 … 6 catapult; above 6 diverge", S_STABLE, world),
+        Hypothesis(
+            "runs diverge from γ_eff·λ_max(K₀)/N = 1 on (a bound half as large)",
+            "the bound of mean (f − y)² without the ½ (the sheet's loss convention, assumed)",
+            world | {"bound": 1.0, "catapult": False},
+        ),
+    )
 
 
 def h_drift(claim: str, world: dict) -> ClaimAudit:
     what = "‖K_T − K_0‖/‖K_0‖" if "kernel" in claim else "‖θ_T − θ₀‖/‖θ₀‖"
     return ClaimAudit(
-        claim, Hypothesis(f"{what} ∝ d_m^−1/2 (lazy training)", S_LAZY, world),
-        Hypothesis(f"{what} ∝ d_m^−0.1 (a width trend 5× weaker than the lazy regime's)",
-                   "no lazy regime (movement Θ(1) in width) but a weak trend, short of the rule's bound −0.15",
-                   world | {"drift": -0.1}))  # fmt: skip
+        claim,
+        Hypothesis(f"{what} ∝ d_m^−1/2 (lazy training)", S_LAZY, world),
+        Hypothesis(
+            f"{what} ∝ d_m^−0.1 (a width trend 5× weaker than the lazy regime's)",
+            "no lazy regime (movement Θ(1) in width) but a weak trend, short of the rule's bound −0.15",
+            world | {"drift": -0.1},
+        ),
+    )
 
 
 def h_lmin(world: dict) -> list[ClaimAudit]:
@@ -124,19 +135,30 @@ def h_lmin(world: dict) -> list[ClaimAudit]:
     out = []
     for name in INITS:
         h1, h0 = (flat, hinge) if name == "ntk" else (hinge, flat)
-        out.append(ClaimAudit(
-            f"lmin-{name}", Hypothesis(f"{name}: {h1}", S_LMIN, world),
-            Hypothesis(f"{name}: {h0}", "the other parameterisation's law (the contrast the paper draws)",
-                       world | {"lmin": world["lmin"] | {name: 0.0 if name != "ntk" else 1.0}})))  # fmt: skip
+        out.append(
+            ClaimAudit(
+                f"lmin-{name}",
+                Hypothesis(f"{name}: {h1}", S_LMIN, world),
+                Hypothesis(
+                    f"{name}: {h0}",
+                    "the other parameterisation's law (the contrast the paper draws)",
+                    world | {"lmin": world["lmin"] | {name: 0.0 if name != "ntk" else 1.0}},
+                ),
+            )
+        )
     return out
 
 
 def h_speed_gamma(world: dict) -> ClaimAudit:
     return ClaimAudit(
-        "speed-gamma", Hypothesis("λ_min(K₀) ∝ max(d_m, N) under LeCun/He, flat under NTK init", S_LMIN, world),
-        Hypothesis("λ_min(K₀) flat under every init: LeCun/He's kernel larger by a constant factor only",
-                   "no width effect: the parameterisations' constant kernel factor (the 1/√fan_in multipliers)",
-                   world | {"lmin": {"lecun": 0.0, "he": 0.0, "ntk": 0.0}}))  # fmt: skip
+        "speed-gamma",
+        Hypothesis("λ_min(K₀) ∝ max(d_m, N) under LeCun/He, flat under NTK init", S_LMIN, world),
+        Hypothesis(
+            "λ_min(K₀) flat under every init: LeCun/He's kernel larger by a constant factor only",
+            "no width effect: the parameterisations' constant kernel factor (the 1/√fan_in multipliers)",
+            world | {"lmin": {"lecun": 0.0, "he": 0.0, "ntk": 0.0}},
+        ),
+    )
 
 
 # ---------------------------------------------------------------- trained runs
@@ -150,8 +172,9 @@ def frame(cells: list[dict]) -> dict[str, np.ndarray]:
 def epochs(cols: dict) -> np.ndarray:
     """The logged epochs of the cells (the trainer's log schedule)."""
     g = lambda k, default=0: int(cols[k][0]) if k in cols else default
-    return np.array(log_schedule(g("train.max_steps"), every=g("train.log_every"),
-                                 dense_until=g("train.log_dense_until")), float)  # fmt: skip
+    return np.array(
+        log_schedule(g("train.max_steps"), every=g("train.log_every"), dense_until=g("train.log_dense_until")), float
+    )
 
 
 def lognormal(rng, sd: float, n: int) -> np.ndarray:
@@ -196,12 +219,19 @@ def runs(world: dict, noise: dict, cols: dict, r, u, drift_K, drift_W, logit, tv
 
     g = gain(cols)  # r = g·λ_max(K₀): γ_eff/N under mean, γ_eff under sum
     const = lambda v: np.broadcast_to(np.asarray(v, float)[:, None], (n, len(t)))
-    out = {"trace_step": np.broadcast_to(t, (n, len(t))), "trace_train_loss": L,
-           "trace_lambda_max": const(r / g), "trace_lambda_min": const(u / g),
-           "trace_lambda_min_w_O": const(u / g),
-           "trace_kernel_drift": KD, "trace_weight_drift": WD, "trace_logit_std": const(logit),
-           "trace_attn_tv": const(tv), "train_loss": L[:, -1],
-           "status": np.where(diverged, "diverged", "cap")}  # fmt: skip
+    out = {
+        "trace_step": np.broadcast_to(t, (n, len(t))),
+        "trace_train_loss": L,
+        "trace_lambda_max": const(r / g),
+        "trace_lambda_min": const(u / g),
+        "trace_lambda_min_w_O": const(u / g),
+        "trace_kernel_drift": KD,
+        "trace_weight_drift": WD,
+        "trace_logit_std": const(logit),
+        "trace_attn_tv": const(tv),
+        "train_loss": L[:, -1],
+        "status": np.where(diverged, "diverged", "cap"),
+    }
     return out | {f"trace_weight_drift_{b}": WD for b in BLOCKS}
 
 
@@ -237,10 +267,15 @@ def dynamics_noise(cols: dict, spec) -> dict:
     logw = np.log(cols["model.d_m"][ok].astype(float))
     scatter = lambda y: float(np.std(np.log(y) - np.polyval(np.polyfit(logw, np.log(y), 1), logw), ddof=2))
     ratio = r["step_ratio"][ok]
-    return {"ratio": float(np.median(ratio)), "ratio_sd": float(np.std(np.log(ratio))),
-            "decay": float(np.median(u)), "decay_sd": float(np.std(np.log(u))), "dec_sd": float(np.median(wiggle)),
-            "kernel_sd": scatter(trace(cols, "kernel_drift")[ok, -1]),
-            "weight_sd": scatter(trace(cols, "weight_drift")[ok, -1])}  # fmt: skip
+    return {
+        "ratio": float(np.median(ratio)),
+        "ratio_sd": float(np.std(np.log(ratio))),
+        "decay": float(np.median(u)),
+        "decay_sd": float(np.std(np.log(u))),
+        "dec_sd": float(np.median(wiggle)),
+        "kernel_sd": scatter(trace(cols, "kernel_drift")[ok, -1]),
+        "weight_sd": scatter(trace(cols, "weight_drift")[ok, -1]),
+    }
 
 
 # ---------------------------------------------------------------- fig1, fig9
@@ -268,10 +303,24 @@ def dynamics_design(ratio: float, kernel_level: float, weight_level: float) -> D
     """fig1 (τ₀ = d_m^−1/2) and fig9 (d_m^−1): ``ratio`` the median γ_eff·λ_max(K₀)/N and the
     drift levels at d_m = 16 of their cpu runs; the scatter is the one :func:`dynamics_noise`
     measured on a cpu-scale run of wu2023-fig1 (12 runs)."""
-    noise = {"ratio": ratio, "ratio_sd": 0.06, "decay": 0.004, "decay_sd": 0.68, "dec_sd": 0.13, "share_sd": 0.1,
-             "kernel_level": kernel_level, "kernel_sd": 0.26, "weight_level": weight_level, "weight_sd": 0.17}  # fmt: skip
-    claims = (h_linear(GEOMETRIC), h_stability(GEOMETRIC), h_drift("drift-kernel", GEOMETRIC),
-              h_drift("drift-weight", GEOMETRIC))  # fmt: skip
+    noise = {
+        "ratio": ratio,
+        "ratio_sd": 0.06,
+        "decay": 0.004,
+        "decay_sd": 0.68,
+        "dec_sd": 0.13,
+        "share_sd": 0.1,
+        "kernel_level": kernel_level,
+        "kernel_sd": 0.26,
+        "weight_level": weight_level,
+        "weight_sd": 0.17,
+    }
+    claims = (
+        h_linear(GEOMETRIC),
+        h_stability(GEOMETRIC),
+        h_drift("drift-kernel", GEOMETRIC),
+        h_drift("drift-weight", GEOMETRIC),
+    )
     return Design(
         simulate=simulate_dynamics,
         claims=claims,
@@ -303,8 +352,16 @@ def init_kernel(world: dict, noise: dict, cols: dict, rng) -> tuple[np.ndarray, 
 # measured on a cpu-scale run of wu2023-init (72 runs): λ_max(K₀)/N = 0.041·d_m (LeCun), 0.047 (NTK init);
 # λ_min(K₀) = 0.24 at d_m = 128 (LeCun); log-sds about the per-init log–log lines; the spread of log(L_T/L_0)
 # within (compare, init, width), 0.18, sets the top mode's share sd
-INIT_NOISE = {"lmax": 0.042, "lmax_sd": 0.06, "kappa": 4.5e-4, "lmin_sd_lecun": 0.115, "lmin_sd_he": 0.123,
-              "lmin_sd_ntk": 0.173, "dec_sd": 0.13, "share_sd": 0.1}  # fmt: skip
+INIT_NOISE = {
+    "lmax": 0.042,
+    "lmax_sd": 0.06,
+    "kappa": 4.5e-4,
+    "lmin_sd_lecun": 0.115,
+    "lmin_sd_he": 0.123,
+    "lmin_sd_ntk": 0.173,
+    "dec_sd": 0.13,
+    "share_sd": 0.1,
+}
 
 
 def calibration(same: list[dict]) -> dict:
@@ -332,10 +389,16 @@ def init_design(cells) -> Design:
     """``cells``: the staged cells, ``exp.cells(spec, run=calibration)``."""
     w = INIT_THEORY
     speed_ratio = ClaimAudit(
-        "speed-ratio", Hypothesis("NTK init's λ_min/λ_max(K₀) half LeCun/He's (better conditioned; size assumed)",
-                                  "the claim's direction; the theory is silent at a fixed γ·λ_max/N", w),
-        Hypothesis("equal λ_min/λ_max(K₀) under every init", "no effect of the init on the conditioning",
-                   w | {"ntk_cond": 1.0}))  # fmt: skip
+        "speed-ratio",
+        Hypothesis(
+            "NTK init's λ_min/λ_max(K₀) half LeCun/He's (better conditioned; size assumed)",
+            "the claim's direction; the theory is silent at a fixed γ·λ_max/N",
+            w,
+        ),
+        Hypothesis(
+            "equal λ_min/λ_max(K₀) under every init", "no effect of the init on the conditioning", w | {"ntk_cond": 1.0}
+        ),
+    )
     return Design(
         simulate=simulate_init,
         claims=(*h_lmin(w), h_speed_gamma(w), speed_ratio, h_stability(w)),
@@ -384,8 +447,9 @@ def mnist_kernel(world: dict, noise: dict, cols: dict, rng, levels: dict) -> tup
     return lmax * lognormal(rng, noise["lmax_sd"], n), lmin * lognormal(rng, noise["lmin_sd"], n)
 
 
-def simulate_mnist(world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator,
-                   levels: dict = MNIST_LEVELS) -> dict:  # fmt: skip
+def simulate_mnist(
+    world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator, levels: dict = MNIST_LEVELS
+) -> dict:
     from attnlab.experiments.wu2023.analysis import alpha_of, width_of
 
     cols = frame_union(cells)
@@ -407,39 +471,79 @@ def simulate_mnist(world: dict, noise: dict, spec, cells: list[dict], rng: np.ra
     return with_run_columns(cols, spec)
 
 
-MNIST_SOURCE = ("default: the cpu-scale run and pilot reported in the encoder-mnist docstring (ratios, L_T/L_0, "
-                "drift and logit slope intervals over 3 … 9 repeats, attention TV 0.42 vs 0.019 at d_m = 256)")
-VIT_MNIST_SOURCE = ("default: the kernel levels of the vit-mnist docstring's pilot (K₀ spectra at D = 16, 64, 256); "
-                    "the scatter, drift and logit levels the encoder's (encoder-mnist docstring)")
+MNIST_SOURCE = (
+    "default: the cpu-scale run and pilot reported in the encoder-mnist docstring (ratios, L_T/L_0, "
+    "drift and logit slope intervals over 3 … 9 repeats, attention TV 0.42 vs 0.019 at d_m = 256)"
+)
+VIT_MNIST_SOURCE = (
+    "default: the kernel levels of the vit-mnist docstring's pilot (K₀ spectra at D = 16, 64, 256); "
+    "the scatter, drift and logit levels the encoder's (encoder-mnist docstring)"
+)
 MNIST_THEORY = INIT_THEORY | {"alpha_drift": 0.5, "logit_a1": -0.5}
 # scatter: per-run log-sds from the docstring's slope intervals (kernel drift 0.29 … 0.57, logit std at θ_T 0.2
 # and 0.5), else wu2023-fig1's and -init's; levels at d_m = 16 (kernel drift 2.9, logit std 0.9 = 4 × 0.22 at α = 1)
-MNIST_NOISE = {"growth": 0.7, "lmax_sd": 0.06, "lmin_sd": 0.12, "dec_sd": 0.13, "share_sd": 0.1, "kernel_level": 2.9,
-               "kernel_sd": 0.4, "weight_level": 0.7, "weight_sd": 0.17, "logit_level": 0.9, "logit_sd_half": 0.2,
-               "logit_sd_a1": 0.5, "tv_level": 0.5, "tv_sd": 0.1}  # fmt: skip
+MNIST_NOISE = {
+    "growth": 0.7,
+    "lmax_sd": 0.06,
+    "lmin_sd": 0.12,
+    "dec_sd": 0.13,
+    "share_sd": 0.1,
+    "kernel_level": 2.9,
+    "kernel_sd": 0.4,
+    "weight_level": 0.7,
+    "weight_sd": 0.17,
+    "logit_level": 0.9,
+    "logit_sd_half": 0.2,
+    "logit_sd_a1": 0.5,
+    "tv_level": 0.5,
+    "tv_sd": 0.1,
+}
 
 
 def mnist_design(levels: dict = MNIST_LEVELS, source: str = MNIST_SOURCE) -> Design:
     w = MNIST_THEORY
     converge = ClaimAudit(
-        "converge", Hypothesis("geometric decay at the theorem's rate γ_eff·λ_min(K₀)/N", S_LINEAR, w),
-        Hypothesis("a plateau: after the top mode, the loss follows 0.9 + 0.1·e^(−t/200)",
-                   "no convergence (the theorem's width not reached)",
-                   w | {"form": "plateau"}))  # fmt: skip
+        "converge",
+        Hypothesis("geometric decay at the theorem's rate γ_eff·λ_min(K₀)/N", S_LINEAR, w),
+        Hypothesis(
+            "a plateau: after the top mode, the loss follows 0.9 + 0.1·e^(−t/200)",
+            "no convergence (the theorem's width not reached)",
+            w | {"form": "plateau"},
+        ),
+    )
     drift_alpha = ClaimAudit(
-        "drift-alpha", Hypothesis("kernel drift under τ₀ = d_m^−1 half that under d_m^−1/2 (size assumed)",
-                                  "Wu et al. 2023, Sec. 4: τ₀ = d_m^−1 tends to the two-layer net's (lazier) NTK", w),
-        Hypothesis("equal kernel drift under both scalings", "no effect of τ₀", w | {"alpha_drift": 1.0}))  # fmt: skip
+        "drift-alpha",
+        Hypothesis(
+            "kernel drift under τ₀ = d_m^−1 half that under d_m^−1/2 (size assumed)",
+            "Wu et al. 2023, Sec. 4: τ₀ = d_m^−1 tends to the two-layer net's (lazier) NTK",
+            w,
+        ),
+        Hypothesis("equal kernel drift under both scalings", "no effect of τ₀", w | {"alpha_drift": 1.0}),
+    )
     no_tau = w | {"logit_a1": 0.0}
     s_tau = "Wu et al. 2023, Sec. 4: the logits scale as d_m^(1/2 − α)·‖x‖²/d; τ₀ = d_m^−1 → uniform attention"
     logits = ClaimAudit(
-        "logits", Hypothesis("logit std ∝ d_m^−1/2 under τ₀ = d_m^−1, flat under d_m^−1/2", s_tau, w),
-        Hypothesis("logit std flat under both scalings", "no effect of τ₀ on the logits", no_tau))  # fmt: skip
+        "logits",
+        Hypothesis("logit std ∝ d_m^−1/2 under τ₀ = d_m^−1, flat under d_m^−1/2", s_tau, w),
+        Hypothesis("logit std flat under both scalings", "no effect of τ₀ on the logits", no_tau),
+    )
     uniform = ClaimAudit(
-        "uniform", Hypothesis("attention TV ≈ 0.5·tanh(logit std): near 0 under τ₀ = d_m^−1 at d_m = 256", s_tau, w),
-        Hypothesis("the attention of both scalings alike (logits flat under both)", "no effect of τ₀", no_tau))  # fmt: skip
-    claims = (converge, h_linear(w), h_stability(w), h_drift("drift-kernel", w), h_drift("drift-weight", w),
-              drift_alpha, logits, uniform, h_speed_gamma(w), *h_lmin(w))  # fmt: skip
+        "uniform",
+        Hypothesis("attention TV ≈ 0.5·tanh(logit std): near 0 under τ₀ = d_m^−1 at d_m = 256", s_tau, w),
+        Hypothesis("the attention of both scalings alike (logits flat under both)", "no effect of τ₀", no_tau),
+    )
+    claims = (
+        converge,
+        h_linear(w),
+        h_stability(w),
+        h_drift("drift-kernel", w),
+        h_drift("drift-weight", w),
+        drift_alpha,
+        logits,
+        uniform,
+        h_speed_gamma(w),
+        *h_lmin(w),
+    )
     return Design(
         simulate=functools.partial(simulate_mnist, levels=levels),
         claims=claims,
@@ -462,15 +566,22 @@ def simulate_width(world: dict, noise: dict, spec, cells: list[dict], rng: np.ra
     centre_N = np.log(np.unique(N)).mean()
     log_star = noise["level"] + world["k"] * (np.log(N) - centre_N) + noise["sigma"] * eps
     # peak drift ∝ d_m^−s about the repeat's lazy width, each run with its own scatter
-    peak = spec.lazy_drift * np.exp(-noise["drift_slope"] * (np.log(d_m) - log_star)) * lognormal(rng, noise["jitter"], n)
+    peak = (
+        spec.lazy_drift * np.exp(-noise["drift_slope"] * (np.log(d_m) - log_star)) * lognormal(rng, noise["jitter"], n)
+    )
     t = epochs(cols)
     rise = (1 - np.exp(-t / 50)) / (1 - np.exp(-t[-1] / 50))
     L0 = 0.5 * lognormal(rng, 0.2, n)
     reach = peak < spec.lazy_drift  # the loss-target width is descriptive: lazy runs reach it here
     ratio = np.where(reach, rng.uniform(0.01, 0.9, n), rng.uniform(1.1, 100, n)) * spec.target
     loss = L0[:, None] * ratio[:, None] ** (t / t[-1])
-    return cols | {"train_loss": loss[:, -1], "trace_step": np.broadcast_to(t, (n, len(t))), "trace_train_loss": loss,
-                   "trace_kernel_drift": peak[:, None] * rise, "status": np.array(["cap"] * n)}  # fmt: skip
+    return cols | {
+        "train_loss": loss[:, -1],
+        "trace_step": np.broadcast_to(t, (n, len(t))),
+        "trace_train_loss": loss,
+        "trace_kernel_drift": peak[:, None] * rise,
+        "status": np.array(["cap"] * n),
+    }
 
 
 def width_noise(cols: dict, spec) -> dict:
@@ -509,15 +620,16 @@ def width_design() -> Design:
     src = "Wu et al. 2023, Thm. 1: d_m quadratic in N suffices (LeCun/He); a follow-up reads τ₀ = d_m^−1/2 as cubic"
     quad = Hypothesis("d_lazy ∝ N² (the quadratic width as the requirement)", src, {"k": 2.0})
     cubic = Hypothesis("d_lazy ∝ N³ (the cubic reading as the requirement)", src, {"k": 3.0})
-    quartic = Hypothesis("d_lazy ∝ N⁴ (faster than the cubic reading allows)", "the next integer law above the bound",
-                         {"k": 4.0})  # fmt: skip
+    quartic = Hypothesis(
+        "d_lazy ∝ N⁴ (faster than the cubic reading allows)", "the next integer law above the bound", {"k": 4.0}
+    )
     return Design(
         simulate=simulate_width,
         claims=(
             ClaimAudit("quadratic-a0.5", quad, cubic),
             ClaimAudit("cubic-a0.5", cubic, quartic),
             ClaimAudit("quadratic-a1", quad, cubic),
-        ),  # fmt: skip
+        ),
         noise={"level": float(np.log(320)), "sigma": 0.39, "drift_slope": 0.98, "jitter": 0.79},
         noise_source="default: plugged in from a cpu run (widths 2 … 4096: a lazy width of 320 at the grid's centre "
         "N, σ = 0.39; peak drift ∝ d_m^−0.98 with a per-run log-scatter of 0.79); plug_in reads them from a stored run",
@@ -548,9 +660,14 @@ def simulate_limit(world: dict, noise: dict, spec, cells: list[dict], rng: np.ra
     err = np.where(decays, e_one, e_half) * np.exp(sd * rng.standard_normal(n))
     # reported only: the query/key share (∝ d_m^−2α, ∝ (‖x‖²/d)²) and the attention entropy
     qk = noise["qk_level"] * 64.0 ** (1 - 2 * alpha) * w ** (-2 * alpha) * norm**2 * ln("logit_sd")
-    measures = {"ntk_error": err, "qk_share": qk, "logit_std": logit, "attn_tv": tv,
-                "attn_entropy": np.log(cols["data.d_s"].astype(float)) - 3.2 * tv**2,
-                "n_ntk": np.minimum(spec.n_ntk, cols["data.N"])}  # fmt: skip
+    measures = {
+        "ntk_error": err,
+        "qk_share": qk,
+        "logit_std": logit,
+        "attn_tv": tv,
+        "attn_entropy": np.log(cols["data.d_s"].astype(float)) - 3.2 * tv**2,
+        "n_ntk": np.minimum(spec.n_ntk, cols["data.N"]),
+    }
     return cols | measures
 
 
@@ -579,10 +696,26 @@ def limit_noise(cols: dict, spec) -> dict:
 
 # measured on a cpu-scale run of wu2023-ntk-limit (128 cells): levels at d_m = 64, log-sds about the
 # per-group lines; TV ≈ 0.74·tanh(logit std/2) and qk_share ≈ 0.027 at d_m = 64 (α = 1/2) fit all four groups
-LIMIT_NOISE = {"error_level_a1": 0.32, "error_level_half": 0.94, "error_sd_a1": 0.12, "error_sd_half": 0.14,
-               "logit_level": 0.97, "logit_sd": 0.054, "tv_a": 0.74, "tv_b": 2.0, "tv_sd": 0.052, "qk_level": 0.027}  # fmt: skip
-LIMIT_THEORY = {"error_a1": -0.5, "floor": 0.0, "error_half": 0.0, "logit_a1": -0.5, "logit_half": 0.0,
-                "unit_logit": 1 / 16}  # fmt: skip
+LIMIT_NOISE = {
+    "error_level_a1": 0.32,
+    "error_level_half": 0.94,
+    "error_sd_a1": 0.12,
+    "error_sd_half": 0.14,
+    "logit_level": 0.97,
+    "logit_sd": 0.054,
+    "tv_a": 0.74,
+    "tv_b": 2.0,
+    "tv_sd": 0.052,
+    "qk_level": 0.027,
+}
+LIMIT_THEORY = {
+    "error_a1": -0.5,
+    "floor": 0.0,
+    "error_half": 0.0,
+    "logit_a1": -0.5,
+    "logit_half": 0.0,
+    "unit_logit": 1 / 16,
+}
 
 
 def limit_design() -> Design:
@@ -633,7 +766,7 @@ def limit_design() -> Design:
                 ),
                 Hypothesis("the token norm has no effect on the logits", "no pitfall", w | {"unit_logit": 1.0}),
             ),
-        ),  # fmt: skip
+        ),
         noise=LIMIT_NOISE,
         noise_source="default: a cpu-scale run of wu2023-ntk-limit (levels at d_m = 64, log-scatter about the "
         "per-group log–log lines)",
@@ -670,8 +803,13 @@ def simulate_gram(world: dict, noise: dict, spec, cells: list[dict], rng: np.ran
         rho = np.exp([table[(a, b)][k] for a, b in zip(N, p, strict=True)]) * lognormal(rng, noise["sd"], n)
         rho = world["floor"] + world.get("factor", 1.0) * rho
         lam_mean = np.ones(n)
-        out |= {f"{k}_rho": rho, f"{k}_lambda_min": rho, f"{k}_lambda_mean": lam_mean,
-                f"{k}_lambda_max": np.full(n, 5.0), f"{k}_rank": N}  # fmt: skip
+        out |= {
+            f"{k}_rho": rho,
+            f"{k}_lambda_min": rho,
+            f"{k}_lambda_mean": lam_mean,
+            f"{k}_lambda_max": np.full(n, 5.0),
+            f"{k}_rank": N,
+        }
     return cols | out
 
 
@@ -751,24 +889,45 @@ def simulate_protocol(world: dict, noise: dict, spec, cells: list[dict], rng: np
 # measured on the cpu run of wu2023-fig1-protocol (96 runs): λ_max(K₀)/N at d_m = 16 (medians per τ₀ and token
 # norm; ∝ d_m^0.93 … 0.96 across widths), the slow rate u at d_m = 16 from the median L_T/L_0 of the trained runs
 # ((1 − w)(1 − u)^{2T} = L_T/L_0, w = ½), the log-sds of λ_max and λ_min(K₀) about their lines in d_m
-PROTOCOL_NOISE = {"lmax16_a0.5_d": 0.745, "lmax16_a1_d": 0.421, "lmax16_a0.5_unit": 0.0238, "lmax16_a1_unit": 0.0238,
-                  "u16_a0.5_d": 7.8e-3, "u16_a1_d": 4.5e-3, "u16_a0.5_unit": 2.1e-3, "u16_a1_unit": 2.0e-3,
-                  "lmax_sd": 0.12, "u_sd": 0.18, "dec_sd": 0.13, "share_sd": 0.1}  # fmt: skip
+PROTOCOL_NOISE = {
+    "lmax16_a0.5_d": 0.745,
+    "lmax16_a1_d": 0.421,
+    "lmax16_a0.5_unit": 0.0238,
+    "lmax16_a1_unit": 0.0238,
+    "u16_a0.5_d": 7.8e-3,
+    "u16_a1_d": 4.5e-3,
+    "u16_a0.5_unit": 2.1e-3,
+    "u16_a1_unit": 2.0e-3,
+    "lmax_sd": 0.12,
+    "u_sd": 0.18,
+    "dec_sd": 0.13,
+    "share_sd": 0.1,
+}
 PROTOCOL_THEORY = GEOMETRIC | {"lmin_slope": 1.0}
 
 
 def protocol_design() -> Design:
     w = PROTOCOL_THEORY
-    s_order = ("Wu et al. 2023, Fig. 1 (a) at γ = 1: the loss curves ordered by width; Thm. 1: λ_min(K₀) ∝ d_m "
-               "under LeCun, so at a fixed γ the rate g·λ_min(K₀) grows with d_m")  # fmt: skip
-    h1 = Hypothesis("λ_min(K₀) ∝ d_m (LeCun): at a fixed γ wider nets converge faster where the step is stable",
-                    s_order, w)  # fmt: skip
-    h0 = Hypothesis("λ_min(K₀) flat in d_m: at a fixed γ the width has no effect on the rate",
-                    "no width ordering (the curves' order random per repeat)", w | {"lmin_slope": 0.0})  # fmt: skip
+    s_order = (
+        "Wu et al. 2023, Fig. 1 (a) at γ = 1: the loss curves ordered by width; Thm. 1: λ_min(K₀) ∝ d_m "
+        "under LeCun, so at a fixed γ the rate g·λ_min(K₀) grows with d_m"
+    )
+    h1 = Hypothesis(
+        "λ_min(K₀) ∝ d_m (LeCun): at a fixed γ wider nets converge faster where the step is stable", s_order, w
+    )
+    h0 = Hypothesis(
+        "λ_min(K₀) flat in d_m: at a fixed γ the width has no effect on the rate",
+        "no width ordering (the curves' order random per repeat)",
+        w | {"lmin_slope": 0.0},
+    )
     ordering = tuple(ClaimAudit(f"ordering-{r}-{n}", h1, h0) for r in ("mean", "sum") for n in ("d", "unit"))
     protocol = ClaimAudit(
-        "protocol", Hypothesis("a candidate normalisation trains at every width with the width ordering", s_order, w),
-        Hypothesis("no candidate does", "the normalisation of the published run is not stated", w | {"lmin_slope": 0.0}))  # fmt: skip
+        "protocol",
+        Hypothesis("a candidate normalisation trains at every width with the width ordering", s_order, w),
+        Hypothesis(
+            "no candidate does", "the normalisation of the published run is not stated", w | {"lmin_slope": 0.0}
+        ),
+    )
     return Design(
         simulate=simulate_protocol,
         claims=(h_stability(w), *ordering, protocol),
@@ -805,17 +964,30 @@ def simulate_scaling(world: dict, noise: dict, spec, cells: list[dict], rng: np.
     # the top mode's share of L_0 is the data's (the residual's projection on K₀'s top direction): shared by a pair
     cols |= runs(world, noise, cols, r, u, ones, ones, logit, tv_of(logit, 0.5, 1.0), rng, share=common[:, 2])
     share = np.where(alpha == 1.0, 0.0, 0.3)  # reported only
-    cols |= {"trace_ntk_share_W_Q": np.broadcast_to(share[:, None], cols["trace_train_loss"].shape),
-             "trace_ntk_share_W_K": np.broadcast_to(share[:, None], cols["trace_train_loss"].shape)}  # fmt: skip
+    cols |= {
+        "trace_ntk_share_W_Q": np.broadcast_to(share[:, None], cols["trace_train_loss"].shape),
+        "trace_ntk_share_W_K": np.broadcast_to(share[:, None], cols["trace_train_loss"].shape),
+    }
     return with_run_columns(cols, spec)
 
 
 # measured on the cpu run of wu2023-scaling (42 runs, τ₀ = d_m^−1/2): the step ratio at d_m = 16 and its log–log
 # slope in d_m, the slow rate u at d_m = 16 from the median L_T/L_0 ((1 − w)(1 − u)^{2T}, w = ½) and its slope;
 # the scatter of log u about its (data set, τ₀, width) mean: ≈ 0.18, ≈ 0.1 of it shared by a pair (synthetic)
-SCALING_NOISE = {"r16_synthetic": 0.745, "r_slope_synthetic": -0.036, "u16_synthetic": 7.8e-3,
-                 "u_slope_synthetic": -0.62, "r16_mnist": 1.25, "r_slope_mnist": -0.35, "u16_mnist": 7.6e-3,
-                 "u_slope_mnist": -0.49, "pair_sd": 0.1, "run_sd": 0.15, "dec_sd": 0.13, "share_sd": 0.1}  # fmt: skip
+SCALING_NOISE = {
+    "r16_synthetic": 0.745,
+    "r_slope_synthetic": -0.036,
+    "u16_synthetic": 7.8e-3,
+    "u_slope_synthetic": -0.62,
+    "r16_mnist": 1.25,
+    "r_slope_mnist": -0.35,
+    "u16_mnist": 7.6e-3,
+    "u_slope_mnist": -0.49,
+    "pair_sd": 0.1,
+    "run_sd": 0.15,
+    "dec_sd": 0.13,
+    "share_sd": 0.1,
+}
 
 
 def scaling_design() -> Design:
@@ -823,13 +995,18 @@ def scaling_design() -> Design:
     h1 = lambda data: Hypothesis(
         f"{data}: K₀ under τ₀ = d_m^−1 half that under d_m^−1/2 (λ_min and λ_max; size assumed)",
         "Wu et al. 2023, Sec. 4: under d_m^−1 the attention blocks' share of the NTK vanishes; the sheet measured "
-        "λ_max(K₀) under d_m^−1 at ≈ ½ that under d_m^−1/2", w)  # fmt: skip
-    h0 = lambda data: Hypothesis(f"{data}: the same K₀ under both scalings", "no effect of τ₀ on the speed",
-                                 w | {"alpha_factor": 1.0})  # fmt: skip
+        "λ_max(K₀) under d_m^−1 at ≈ ½ that under d_m^−1/2",
+        w,
+    )
+    h0 = lambda data: Hypothesis(
+        f"{data}: the same K₀ under both scalings", "no effect of τ₀ on the speed", w | {"alpha_factor": 1.0}
+    )
     return Design(
         simulate=simulate_scaling,
-        claims=(ClaimAudit("faster-synthetic", h1("synthetic"), h0("synthetic")),
-                ClaimAudit("faster-mnist", h1("MNIST"), h0("MNIST"))),  # fmt: skip
+        claims=(
+            ClaimAudit("faster-synthetic", h1("synthetic"), h0("synthetic")),
+            ClaimAudit("faster-mnist", h1("MNIST"), h0("MNIST")),
+        ),
         noise=SCALING_NOISE,
         noise_source="default: levels and scatter measured on a cpu-scale run of wu2023-scaling (the τ₀ = d_m^−1/2 "
         "runs' step ratio and fitted rate per width; the paired and own scatter of log u); the loss wiggle and the "

@@ -109,7 +109,9 @@ def cell_measures(X: np.ndarray) -> dict:
     res = {"d": int(X.shape[2]), "d_s": int(X.shape[1])}
     for k, K in grams(X).items():
         res |= {f"{k}_{m}": v for m, v in spectrum_stats(K).items()}
-        res[f"{k}_rank"] = int(np.linalg.matrix_rank(X.reshape(len(X), -1) if k == "input" else K, hermitian=k != "input"))
+        res[f"{k}_rank"] = int(
+            np.linalg.matrix_rank(X.reshape(len(X), -1) if k == "input" else K, hermitian=k != "input")
+        )
     return res
 
 
@@ -140,14 +142,20 @@ def floor_verdict(groups: dict[str, dict], margin: float) -> rules.Verdict:
     log ``margin`` → pass (a floor Gaussian tokens do not reach); any group's below 0 (worse
     conditioned than tokens with no structure; a singular cell counts as ρ = 0) → fail; else
     inconclusive."""
-    rule = (f"at the largest N, for every d, the 95% t interval (over subsets) of ρ/ρ_gauss lies above {margin:g} "
-            f"(ρ_gauss: i.i.d. N(0, 1) tokens, same N, d_s, d); fail if one lies below 1")  # fmt: skip
-    measured = {g: {k: s[k] for k in ("mean", "ci95", "gauss", "ratio", "ratio_ci95", "singular")} for g, s in groups.items()}
+    rule = (
+        f"at the largest N, for every d, the 95% t interval (over subsets) of ρ/ρ_gauss lies above {margin:g} "
+        f"(ρ_gauss: i.i.d. N(0, 1) tokens, same N, d_s, d); fail if one lies below 1"
+    )
+    measured = {
+        g: {k: s[k] for k in ("mean", "ci95", "gauss", "ratio", "ratio_ci95", "singular")} for g, s in groups.items()
+    }
     if not groups:
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no cells at the largest N")
     below = [g for g, s in groups.items() if s["singular"] or (s["log_hi"] is not None and s["log_hi"] < 0)]
     if below:
-        return rules.Verdict(rules.FAIL, measured, rule, f"worse conditioned than Gaussian tokens at {', '.join(below)}")
+        return rules.Verdict(
+            rules.FAIL, measured, rule, f"worse conditioned than Gaussian tokens at {', '.join(below)}"
+        )
     if any(s["log_lo"] is None for s in groups.values()):
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no interval (needs ≥ 2 subsets per d)")
     if all(s["log_lo"] > np.log(margin) for s in groups.values()):
@@ -161,12 +169,23 @@ def floor_group(rho: np.ndarray, singular: np.ndarray, gauss: float) -> dict:
 
     out = t_summary(np.where(singular, 0.0, rho), 6) | {"gauss": rounded(gauss, 6), "singular": int(singular.sum())}
     if singular.any() or len(rho) == 0:
-        return out | {"ratio": 0.0 if singular.any() else None, "ratio_ci95": [None, None], "log_lo": None,
-                      "log_hi": None}  # fmt: skip
+        return out | {
+            "ratio": 0.0 if singular.any() else None,
+            "ratio_ci95": [None, None],
+            "log_lo": None,
+            "log_hi": None,
+        }
     m, lo, hi, _ = t_interval(np.log(rho / gauss))
     fin = lambda x: float(x) if np.isfinite(x) else None
-    return out | {"ratio": rounded(np.exp(m)), "ratio_ci95": [rounded(np.exp(lo)) if np.isfinite(lo) else None,
-                  rounded(np.exp(hi)) if np.isfinite(hi) else None], "log_lo": fin(lo), "log_hi": fin(hi)}  # fmt: skip
+    return out | {
+        "ratio": rounded(np.exp(m)),
+        "ratio_ci95": [
+            rounded(np.exp(lo)) if np.isfinite(lo) else None,
+            rounded(np.exp(hi)) if np.isfinite(hi) else None,
+        ],
+        "log_lo": fin(lo),
+        "log_hi": fin(hi),
+    }
 
 
 def trend_verdict(groups: dict[str, dict], tol: float) -> rules.Verdict:
@@ -174,13 +193,18 @@ def trend_verdict(groups: dict[str, dict], tol: float) -> rules.Verdict:
     Gram of N i.i.d. samples falls with N for any kernel (the samples crowd the space), so a
     decay is no evidence against the data assumption and no decay-free reading is expected at
     any N: the rule "slope above −tol" fails Gaussian tokens and every data set alike."""
-    rule = (f"descriptive: the 95% interval of the slope of log ρ vs log N per d (a slope above −{tol:g} would be no "
-            f"decay)")  # fmt: skip
+    rule = (
+        f"descriptive: the 95% interval of the slope of log ρ vs log N per d (a slope above −{tol:g} would be no decay)"
+    )
     measured = {g: {"slope": s["slope"], "ci95": s["ci95"]} for g, s in groups.items()}
-    return rules.Verdict(rules.DESCRIPTIVE, measured, rule,
-                         "λ_min/λ̄ of N i.i.d. samples falls with N for any kernel (Gaussian tokens too: the audit's "
-                         "false fail was 1.0), so the design cannot decide a trend claim at any N; compare floor-* "
-                         "against Gaussian tokens instead")  # fmt: skip
+    return rules.Verdict(
+        rules.DESCRIPTIVE,
+        measured,
+        rule,
+        "λ_min/λ̄ of N i.i.d. samples falls with N for any kernel (Gaussian tokens too: the audit's "
+        "false fail was 1.0), so the design cannot decide a trend claim at any N; compare floor-* "
+        "against Gaussian tokens instead",
+    )
 
 
 class DataGram(Experiment):
@@ -238,21 +262,31 @@ class DataGram(Experiment):
                 floors[g] = floor_group(rho[at], singular[at], gauss)
             trends = {g: slope_interval(N[s & ~singular], rho[s & ~singular]) for g, s in sel.items()}
             summary[f"{kernel}: ρ = λ_min/λ̄ (mean over subsets)"] = {
-                g: {int(n): rounded(float(np.mean(rho[s & (N == n)])), 8) for n in np.unique(N[s])} for g, s in sel.items()
-            }  # fmt: skip
+                g: {int(n): rounded(float(np.mean(rho[s & (N == n)])), 8) for n in np.unique(N[s])}
+                for g, s in sel.items()
+            }
             summary[f"{kernel}: ρ at the largest N"] = floors
             summary[f"{kernel}: slope of log ρ vs log N"] = trends
             summary[f"{kernel}: singular cells (rank < N, left out of the slope)"] = {
-                int(n): int(np.sum(singular & (N == n))) for n in np.unique(N[singular])}  # fmt: skip
+                int(n): int(np.sum(singular & (N == n))) for n in np.unique(N[singular])
+            }
             summary[f"{kernel}: smallest rank at the largest N"] = int(np.min(cols[f"{kernel}_rank"][N == top]))
             what = "flattened inputs Φ Φᵀ" if kernel == "input" else "ReLU kernel of the mean tokens (τ₀ = d_m^−1 NTK)"
-            claims.append(Claim.of(
-                f"floor-{kernel}", f"λ_min/λ̄ of the {what} at the largest N lies above {spec.gauss_margin:g}× that "
-                "of i.i.d. Gaussian tokens of the same shape (a floor unstructured data do not reach)",
-                floor_verdict(floors, spec.gauss_margin)))  # fmt: skip
-            claims.append(Claim.of(
-                f"trend-{kernel}", f"λ_min/λ̄ of the {what} does not decay with N (bounded away from 0 as N grows)",
-                trend_verdict(trends, spec.slope_tol)))  # fmt: skip
+            claims.append(
+                Claim.of(
+                    f"floor-{kernel}",
+                    f"λ_min/λ̄ of the {what} at the largest N lies above {spec.gauss_margin:g}× that "
+                    "of i.i.d. Gaussian tokens of the same shape (a floor unstructured data do not reach)",
+                    floor_verdict(floors, spec.gauss_margin),
+                )
+            )
+            claims.append(
+                Claim.of(
+                    f"trend-{kernel}",
+                    f"λ_min/λ̄ of the {what} does not decay with N (bounded away from 0 as N grows)",
+                    trend_verdict(trends, spec.slope_tol),
+                )
+            )
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
@@ -265,11 +299,20 @@ class DataGram(Experiment):
             rho = np.where(singular, np.nan, cols[f"{kernel}_rho"].astype(float))  # singular cells: not drawn
             for c, dv in zip(colors, ds, strict=True):
                 s = d == dv
-                stat = lambda f, s=s, rho=rho: np.array([f(rho[s & (N == n)]) if np.isfinite(rho[s & (N == n)]).any()
-                                                else np.nan for n in Ns])  # fmt: skip
+                stat = lambda f, s=s, rho=rho: np.array(
+                    [f(rho[s & (N == n)]) if np.isfinite(rho[s & (N == n)]).any() else np.nan for n in Ns]
+                )
                 m, lo, hi = stat(np.nanmean), stat(np.nanmin), stat(np.nanmax)
-                ax.errorbar(Ns, m, yerr=[m - lo, hi - m], fmt="o-", ms=3, capsize=2, color=c,
-                            label=f"d = {dv} (p = {int(round(dv**0.5))}, d_s = {int(cols['d_s'][s][0])})")  # fmt: skip
+                ax.errorbar(
+                    Ns,
+                    m,
+                    yerr=[m - lo, hi - m],
+                    fmt="o-",
+                    ms=3,
+                    capsize=2,
+                    color=c,
+                    label=f"d = {dv} (p = {int(round(dv**0.5))}, d_s = {int(cols['d_s'][s][0])})",
+                )
             ax.axhline(spec.floor, color="k", ls="--", lw=0.8, label=f"floor {spec.floor:g}")
             bound = int(cols["d_s"][0] * d[0])
             if kernel == "input" and bound <= 2 * Ns[-1]:
@@ -291,8 +334,11 @@ class DataGram(Experiment):
         ax.set_ylabel("ρ of the ReLU kernel")
         ax.set_title("ReLU kernel: ρ against d (mean over subsets)")
         ax.legend(fontsize=6)
-        fig.suptitle(f"{self.id}: MNIST {cols['data.classes'][0].replace(',', ' vs ')}, {spec.reps} subsets per point "
-                     "(bars: min … max)", fontsize=9)  # fmt: skip
+        fig.suptitle(
+            f"{self.id}: MNIST {cols['data.classes'][0].replace(',', ' vs ')}, {spec.reps} subsets per point "
+            "(bars: min … max)",
+            fontsize=9,
+        )
         return plots.save(fig, out, "data_gram")
 
 

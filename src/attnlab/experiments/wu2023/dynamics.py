@@ -185,28 +185,44 @@ class Spec(ExperimentSpec):
     stable_share: float = Field(1.0, gt=0, le=1, description="share of runs below unstable_at that must train stably")
     fit_from: float = Field(0.1, ge=0, lt=1, description="the rate fit starts at this fraction of the epochs")
     floor: PositiveFloat = Field(1e-12, description="the rate fit ends where the loss falls below floor·L_0")
-    r2_min: float = Field(0.9, gt=0, le=1, description="not a rule any more (R² is reported); kept so stored specs load")
-    rate_share: PositiveFloat = Field(0.5, description="linear: a run's fitted −log ρ must reach this share of the "
-                                      "linearised −log ρ_lin of its slowest kernel")
+    r2_min: float = Field(
+        0.9, gt=0, le=1, description="not a rule any more (R² is reported); kept so stored specs load"
+    )
+    rate_share: PositiveFloat = Field(
+        0.5,
+        description="linear: a run's fitted −log ρ must reach this share of the "
+        "linearised −log ρ_lin of its slowest kernel",
+    )
     level: float = Field(0.05, gt=0, lt=1, description="level of the sign tests")
-    drift_bound: float = Field(-0.15, le=0, description="drift-*: the log–log slope of the drift against d_m must lie "
-                               "below this (the lazy regime: −1/2)")
+    drift_bound: float = Field(
+        -0.15,
+        le=0,
+        description="drift-*: the log–log slope of the drift against d_m must lie below this (the lazy regime: −1/2)",
+    )
 
 
 class InitSpec(Spec):
     c: PositiveFloat = Field(1.0, description="γ·λ_max(K₀)/N of the 'ratio' comparison (stable below 2)")
-    slope_from: PositiveInt | None = Field(None, description="smallest width of the λ_min(K₀^{w_O}) slope fit (None: 10·N)")
+    slope_from: PositiveInt | None = Field(
+        None, description="smallest width of the λ_min(K₀^{w_O}) slope fit (None: 10·N)"
+    )
     lmin_margin: tuple[float, float] = Field((0.7, 1.3), description="margin of the λ_min slope under lecun and he")
     flat_margin: tuple[float, float] = Field(
-        (-0.5, 0.5), description="margin of the λ_min slope under ntk: midway to the contrast ∝ d_m (±0.3 had audit "
-        "power 0.79 at wu2023-init's cpu design)")
+        (-0.5, 0.5),
+        description="margin of the λ_min slope under ntk: midway to the contrast ∝ d_m (±0.3 had audit "
+        "power 0.79 at wu2023-init's cpu design)",
+    )
 
 
 # ---------------------------------------------------------------- fig1, fig9
 
 
-SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16]},
-             train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2)  # fmt: skip
+SMOKE = dict(
+    data={"N": 8, "n_test": 8},
+    model={"d_m": [8, 16]},
+    train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
+    reps=2,
+)
 CPU = dict(model={"d_m": [16, 64, 256, 1024]}, reps=3)
 PAPER = dict(model={"d_m": [16, 64, 256, 1024, 4096]}, reps=5)
 
@@ -245,8 +261,9 @@ class Dynamics(Experiment):
         width = cols["model.d_m"].astype(int)
         ok = ~r["unstable"]
         rho, r2, npts, whole = rate_fits(t, L, ok, spec.floor, spec.fit_from * T)
-        linear, fits = linear_claim("the training loss converges at a linear (geometric) rate at every width", cols, L,
-                                    ok, spec, T)  # fmt: skip
+        linear, fits = linear_claim(
+            "the training loss converges at a linear (geometric) rate at every width", cols, L, ok, spec, T
+        )
         rep = repeat_ids(cols)
         K_T, W_T = trace(cols, "kernel_drift")[:, -1], trace(cols, "weight_drift")[:, -1]
         est = {n: slope_estimate(width[ok], v[ok], rep[ok]) for n, v in (("kernel", K_T), ("weight", W_T))}
@@ -258,38 +275,62 @@ class Dynamics(Experiment):
                 "lr": rounded(float(cols["train.lr"][s][0]), 6),
                 "γ_eff·λ_max(K₀)/N per run": [rounded(x) for x in r["step_ratio"][s]],
                 "flagged": int(r["unstable"][s].sum()),
-                "λ_min(K₀)": med(r["lambda_min_0"][s]), "λ_max(K₀)": med(r["lambda_max_0"][s]),
-                "ρ per run": [rounded(x, 6) for x in rho[s]], "ρ (median)": med(rho[s]),
+                "λ_min(K₀)": med(r["lambda_min_0"][s]),
+                "λ_max(K₀)": med(r["lambda_max_0"][s]),
+                "ρ per run": [rounded(x, 6) for x in rho[s]],
+                "ρ (median)": med(rho[s]),
                 "log LR linear : power law per run": [rounded(x, 3) for x in fits["log_lr"][s]],
                 "linearised ρ = (1 − γ_eff λ_min(K₀)/N)²": med(fits["rho_lin_0"][s]),
                 "linearised ρ of the slowest K_t (median)": med(fits["rho_lin"][s]),
-                "R² (median)": med(r2[s]), "R² from epoch 0 (median)": med(whole[s]),
+                "R² (median)": med(r2[s]),
+                "R² from epoch 0 (median)": med(whole[s]),
                 "fit points (median)": med(npts[s]),
-                "loss L_0": med(r["loss_0"][s]), "loss L_T": med(r["loss_T"][s]),
-                "kernel drift at T": med(K_T[s]), "weight drift at T": med(W_T[s]),
+                "loss L_0": med(r["loss_0"][s]),
+                "loss L_T": med(r["loss_T"][s]),
+                "kernel drift at T": med(K_T[s]),
+                "weight drift at T": med(W_T[s]),
                 "weight drift per block at T": {b: med(trace(cols, f"weight_drift_{b}")[s, -1]) for b in blocks},
                 "λ_min(K_T)/λ_min(K₀)": med(trace(cols, "lambda_min")[s, -1] / r["lambda_min_0"][s]),
                 "logit std (0 → T)": [med(trace(cols, "logit_std")[s, 0]), med(trace(cols, "logit_std")[s, -1])],
-                "attention TV from uniform (0 → T)": [med(trace(cols, "attn_tv")[s, 0]),
-                                                      med(trace(cols, "attn_tv")[s, -1])],
-            }  # fmt: skip
-        flagged = [{"d_m": int(width[i]), "block": int(cols["block"][i]), "rep": int(cols["rep"][i]),
-                    "ratio": rounded(r["step_ratio"][i]), "status": str(cols["status"][i]),
-                    "L_0": rounded(r["loss_0"][i], 6), "L_T": rounded(r["loss_T"][i], 6)}
-                   for i in np.flatnonzero(r["unstable"])]  # fmt: skip
+                "attention TV from uniform (0 → T)": [
+                    med(trace(cols, "attn_tv")[s, 0]),
+                    med(trace(cols, "attn_tv")[s, -1]),
+                ],
+            }
+        flagged = [
+            {
+                "d_m": int(width[i]),
+                "block": int(cols["block"][i]),
+                "rep": int(cols["rep"][i]),
+                "ratio": rounded(r["step_ratio"][i]),
+                "status": str(cols["status"][i]),
+                "L_0": rounded(r["loss_0"][i], 6),
+                "L_T": rounded(r["loss_T"][i], 6),
+            }
+            for i in np.flatnonzero(r["unstable"])
+        ]
         summary = {
-            "τ₀": f"d_m^-{cols['model.alpha'][0]:g}", "step": f"{spec.step_norm}, γ = {spec.gamma:g}", "T": int(T),
-            "per width": per_width, "flagged runs": flagged,
+            "τ₀": f"d_m^-{cols['model.alpha'][0]:g}",
+            "step": f"{spec.step_norm}, γ = {spec.gamma:g}",
+            "T": int(T),
+            "per width": per_width,
+            "flagged runs": flagged,
             "drift slopes (log–log vs d_m)": {n: slope_measured(e) for n, e in est.items()},
-        }  # fmt: skip
+        }
         claims = [
             linear,
             stability_claim(r, spec),
-            Claim.of("drift-kernel", "the NTK moves less during training as the width grows",
-                     below_zero(est["kernel"], "‖K_T − K_0‖_F/‖K_0‖_F", spec.drift_bound)),
-            Claim.of("drift-weight", "the weights move less (relative to θ₀) as the width grows",
-                     below_zero(est["weight"], "‖θ_T − θ₀‖/‖θ₀‖", spec.drift_bound)),
-        ]  # fmt: skip
+            Claim.of(
+                "drift-kernel",
+                "the NTK moves less during training as the width grows",
+                below_zero(est["kernel"], "‖K_T − K_0‖_F/‖K_0‖_F", spec.drift_bound),
+            ),
+            Claim.of(
+                "drift-weight",
+                "the weights move less (relative to θ₀) as the width grows",
+                below_zero(est["weight"], "‖θ_T − θ₀‖/‖θ₀‖", spec.drift_bound),
+            ),
+        ]
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
@@ -328,25 +369,44 @@ class Dynamics(Experiment):
         ax.set_xlabel("width d_m")
         ax.set_title("(d) final drift against width")
         ax.legend(fontsize=7)
-        fig.suptitle(f"{self.id}: τ₀ = d_m^−{cols['model.alpha'][0]:g}, {cols['model.init'][0]} init, "
-                     f"N = {cols['data.N'][0]}, step {spec.step_norm} (γ = {spec.gamma:g}); "
-                     f"{spec.reps * spec.seeds} repeats per width", fontsize=9)  # fmt: skip
+        fig.suptitle(
+            f"{self.id}: τ₀ = d_m^−{cols['model.alpha'][0]:g}, {cols['model.init'][0]} init, "
+            f"N = {cols['data.N'][0]}, step {spec.step_norm} (γ = {spec.gamma:g}); "
+            f"{spec.reps * spec.seeds} repeats per width",
+            fontsize=9,
+        )
         return plots.save(fig, out, self.id.replace("wu2023-", "") + "_dynamics")
 
 
 # the median γ_eff·λ_max(K₀)/N and the drifts at d_m = 16 of the cpu runs (docstring; fig9's drift levels as fig1's)
-FIG1 = Dynamics("wu2023-fig1", 0.5, "Wu et al. 2023, Fig. 1: training dynamics, τ₀ = d_m^−1/2",
-                dynamics_design(ratio=0.70, kernel_level=4.6, weight_level=0.72))  # fmt: skip
-FIG9 = Dynamics("wu2023-fig9", 1.0, "Wu et al. 2023, Fig. 9: training dynamics, τ₀ = d_m^−1",
-                dynamics_design(ratio=0.36, kernel_level=4.6, weight_level=0.72))  # fmt: skip
+FIG1 = Dynamics(
+    "wu2023-fig1",
+    0.5,
+    "Wu et al. 2023, Fig. 1: training dynamics, τ₀ = d_m^−1/2",
+    dynamics_design(ratio=0.70, kernel_level=4.6, weight_level=0.72),
+)
+FIG9 = Dynamics(
+    "wu2023-fig9",
+    1.0,
+    "Wu et al. 2023, Fig. 9: training dynamics, τ₀ = d_m^−1",
+    dynamics_design(ratio=0.36, kernel_level=4.6, weight_level=0.72),
+)
 
 
 # ---------------------------------------------------------------- init
 
 
-INIT_SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16], "init": list(INITS)},
-                  train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2)  # fmt: skip
-INIT_CPU = dict(model={"d_m": [128, 256, 512, 1024, 2048, 4096], "init": list(INITS)}, train={"max_steps": 100, "log_every": 10}, reps=3)
+INIT_SMOKE = dict(
+    data={"N": 8, "n_test": 8},
+    model={"d_m": [8, 16], "init": list(INITS)},
+    train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
+    reps=2,
+)
+INIT_CPU = dict(
+    model={"d_m": [128, 256, 512, 1024, 2048, 4096], "init": list(INITS)},
+    train={"max_steps": 100, "log_every": 10},
+    reps=3,
+)
 INIT_PAPER = dict(model={"d_m": [128, 256, 512, 1024, 2048, 4096, 8192], "init": list(INITS)}, reps=5)
 
 
@@ -354,11 +414,13 @@ SPEED_GAMMA_WHY = (
     "at one γ LeCun/He's kernel is larger than NTK init's by the parameterisations' constant factor (the 1/√fan_in "
     "multipliers), which alone makes them faster whether or not λ_min(K₀) grows ∝ d_m (the audit's H0, a constant "
     "factor only, passed the sign test 1.0), so the direction is reported, not judged; the width law is judged by "
-    "lmin-*; a decidable form would test the paired gap's growth with d_m (pairs over width, block, rep)")
+    "lmin-*; a decidable form would test the paired gap's growth with d_m (pairs over width, block, rep)"
+)
 SPEED_RATIO_WHY = (
     "at one γ·λ_max(K₀)/N the comparison is one of conditioning, λ_min/λ_max(K₀), on which the theory makes no "
     "prediction (it has no H1 to test: the audit, with an assumed size, gave the rule power 0.01), so the paired "
-    "direction (pairs over width, block, rep) is reported as a measurement")
+    "direction (pairs over width, block, rep) is reported as a measurement"
+)
 
 
 def calibrate(cols) -> dict[tuple[str, int], float]:
@@ -380,11 +442,15 @@ class InitComparison(Experiment):
     # staged: the 'ratio' runs' lr comes from the calibration stage, answered by the kernel model
     audit = init_design(lambda spec: INIT.cells(spec, run=calibration))
     assumptions = (
-        "Same γ: one raw lr = γ·16/max(d_m) for every init and width; same ratio: lr = c·N/λ̄_max(K₀) per (init, "
-        "width), λ̄_max the median step-0 λ_max of the same-γ runs (their own draws: the tag is part of the key).",
-        "Speed = log(L_T/L_0) at the last epoch; matched cells share (width, block, rep), not their draws.",
-        "cpu scale: 100 epochs, widths 128 … 1024 (all ≥ N, the regime of the λ_min slope fit).",
-    ) + Dynamics.assumptions[:1] + common.ASSUMPTIONS
+        (
+            "Same γ: one raw lr = γ·16/max(d_m) for every init and width; same ratio: lr = c·N/λ̄_max(K₀) per (init, "
+            "width), λ̄_max the median step-0 λ_max of the same-γ runs (their own draws: the tag is part of the key).",
+            "Speed = log(L_T/L_0) at the last epoch; matched cells share (width, block, rep), not their draws.",
+            "cpu scale: 100 epochs, widths 128 … 1024 (all ≥ N, the regime of the λ_min slope fit).",
+        )
+        + Dynamics.assumptions[:1]
+        + common.ASSUMPTIONS
+    )
 
     def defaults(self):
         return merge(common.DEFAULTS, {"train": TRAIN | {"log_every": 20, "log_dense_until": 5}})
@@ -399,8 +465,10 @@ class InitComparison(Experiment):
         bad = {k: v for k, v in lam.items() if not (np.isfinite(v) and v > 0)}
         if bad:
             raise AttnlabError(f"wu2023-init: no finite λ_max(K₀) to calibrate the 'ratio' step at (init, d_m) {bad}")
-        ratio = [c | {"train.lr": spec.c * c["data.N"] / lam[(c["model.init"], c["model.d_m"])]}
-                 for c in expand(spec, [({"compare": "ratio"}, {})])]  # fmt: skip
+        ratio = [
+            c | {"train.lr": spec.c * c["data.N"] / lam[(c["model.init"], c["model.d_m"])]}
+            for c in expand(spec, [({"compare": "ratio"}, {})])
+        ]
         return same + ratio
 
     def derive(self, table, spec: InitSpec):
@@ -414,19 +482,32 @@ class InitComparison(Experiment):
         N = int(np.max(cols["data.N"]))
         w_min = spec.slope_from or 10 * N
         rep = repeat_ids(cols, ("compare", "block", "rep"))
-        claims, slopes = lmin_claims(width, init, r["lambda_min_w_O_0"], rep, w_min, spec.lmin_margin,
-                                     spec.flat_margin)  # fmt: skip
-        total = {name: slope_estimate(width[s], r["lambda_min_0"][s], rep[s])
-                 for name in INITS if (s := (init == name) & (width >= N)).any()}  # fmt: skip
+        claims, slopes = lmin_claims(width, init, r["lambda_min_w_O_0"], rep, w_min, spec.lmin_margin, spec.flat_margin)
+        total = {
+            name: slope_estimate(width[s], r["lambda_min_0"][s], rep[s])
+            for name in INITS
+            if (s := (init == name) & (width >= N)).any()
+        }
         per = {c: speed_verdict(cols, speed, spec.level, where=cmp == c) for c in ("gamma", "ratio")}
         for c, why in (("gamma", SPEED_GAMMA_WHY), ("ratio", SPEED_RATIO_WHY)):
             per[c] = per[c].reported(why)
-        claims.append(Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ",
-                               per["gamma"]))  # fmt: skip
-        claims.append(Claim.of("speed-ratio", f"LeCun and He init converge faster than NTK init at the same "
-                               f"γ·λ_max(K₀)/N = {spec.c:g}", per["ratio"]))  # fmt: skip
-        claims.append(Claim.of("stability", f"every run with γ·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
-                               stability_verdict(r, spec.unstable_at, spec.stable_share)))  # fmt: skip
+        claims.append(
+            Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ", per["gamma"])
+        )
+        claims.append(
+            Claim.of(
+                "speed-ratio",
+                f"LeCun and He init converge faster than NTK init at the same γ·λ_max(K₀)/N = {spec.c:g}",
+                per["ratio"],
+            )
+        )
+        claims.append(
+            Claim.of(
+                "stability",
+                f"every run with γ·λ_max(K₀)/N < {spec.unstable_at:g} trains stably",
+                stability_verdict(r, spec.unstable_at, spec.stable_share),
+            )
+        )
         table = {}
         for c in np.unique(cmp):
             for name in INITS:
@@ -434,17 +515,22 @@ class InitComparison(Experiment):
                     s = (cmp == c) & (init == name) & (width == w)
                     if s.any():
                         table.setdefault(str(c), {}).setdefault(name, {})[int(w)] = {
-                            "lr": med(cols["train.lr"][s].astype(float)), "γ·λ_max(K₀)/N": med(r["step_ratio"][s]),
-                            "λ_min(K₀)": med(r["lambda_min_0"][s]), "λ_max(K₀)": med(r["lambda_max_0"][s]),
-                            "L_T/L_0": med(np.exp(speed[s])), "flagged": int(r["unstable"][s].sum()),
-                        }  # fmt: skip
+                            "lr": med(cols["train.lr"][s].astype(float)),
+                            "γ·λ_max(K₀)/N": med(r["step_ratio"][s]),
+                            "λ_min(K₀)": med(r["lambda_min_0"][s]),
+                            "λ_max(K₀)": med(r["lambda_max_0"][s]),
+                            "L_T/L_0": med(np.exp(speed[s])),
+                            "flagged": int(r["unstable"][s].sum()),
+                        }
         summary = {
             f"λ_min(K₀^w_O) slopes (d_m ≥ {w_min})": {k: slope_measured(e) for k, e in slopes.items()},
             f"λ_min(K₀) slopes, every block (d_m ≥ {N}, descriptive)": {k: slope_measured(e) for k, e in total.items()},
             "per comparison, init and width (medians)": table,
-            "γ·λ_max(K₀)/N per run": {f"{c}/{i}/{w}/{b}/{p}": rounded(x) for c, i, w, b, p, x in zip(
-                cmp, init, width, cols["block"], cols["rep"], r["step_ratio"], strict=True)},
-        }  # fmt: skip
+            "γ·λ_max(K₀)/N per run": {
+                f"{c}/{i}/{w}/{b}/{p}": rounded(x)
+                for c, i, w, b, p, x in zip(cmp, init, width, cols["block"], cols["rep"], r["step_ratio"], strict=True)
+            },
+        }
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: InitSpec, analysis: Analysis, out: Path) -> list[Path]:
@@ -461,8 +547,13 @@ class InitComparison(Experiment):
             if not s.any():
                 continue
             med = lambda v, s=s: [np.nanmedian(v[s & (width == w)]) for w in ws]
-            axes[0].plot(ws, med(r["lambda_min_w_O_0"]), "o-", color=colors[name],
-                         label=f"{name}: λ_min of the w_O block (slope {slopes[name]['slope']})")  # fmt: skip
+            axes[0].plot(
+                ws,
+                med(r["lambda_min_w_O_0"]),
+                "o-",
+                color=colors[name],
+                label=f"{name}: λ_min of the w_O block (slope {slopes[name]['slope']})",
+            )
             axes[0].plot(ws, med(r["lambda_min_0"]), ":", color=colors[name], alpha=0.8, label=f"{name}: λ_min")
             axes[0].plot(ws, med(r["lambda_max_0"]), "s--", color=colors[name], alpha=0.6, label=f"{name}: λ_max")
             for c, ls in (("gamma", "o-"), ("ratio", "s--")):
@@ -484,8 +575,11 @@ class InitComparison(Experiment):
             ax.set_xlabel("width d_m")
         for ax in axes:
             ax.legend(fontsize=7)
-        fig.suptitle(f"{self.id}: τ₀ = d_m^−{cols['model.alpha'][0]:g}, N = {cols['data.N'][0]}; same γ: lr = "
-                     f"{spec.gamma:g}·16/{ws.max()}; same ratio: γ·λ_max(K₀)/N = {spec.c:g}", fontsize=9)  # fmt: skip
+        fig.suptitle(
+            f"{self.id}: τ₀ = d_m^−{cols['model.alpha'][0]:g}, N = {cols['data.N'][0]}; same γ: lr = "
+            f"{spec.gamma:g}·16/{ws.max()}; same ratio: γ·λ_max(K₀)/N = {spec.c:g}",
+            fontsize=9,
+        )
         return plots.save(fig, out, "init_comparison")
 
 

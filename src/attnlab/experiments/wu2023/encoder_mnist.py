@@ -149,22 +149,39 @@ class Spec(dynamics.Spec):
     slope_a1: tuple[float, float] = Field((-0.7, -0.3), description="margin of the logit-std slope under τ₀ = d_m^−1")
     slope_half: tuple[float, float] = Field((-0.15, 0.15), description="margin of the logit-std slope, d_m^−1/2")
     tv_gap: PositiveFloat = Field(0.1, description="attn_tv(α = 1/2) − attn_tv(α = 1) required at the largest width")
-    slope_from: PositiveInt | None = Field(None, description="smallest width of the λ_min(K₀^{w_O}) slope fit (None: 10·N)")
+    slope_from: PositiveInt | None = Field(
+        None, description="smallest width of the λ_min(K₀^{w_O}) slope fit (None: 10·N)"
+    )
     kernel_widths: list[PositiveInt] = Field(
-        [], description="widths of 0-step cells that only measure K₀, for the lmin claims (fitted from 10·N on)")
+        [], description="widths of 0-step cells that only measure K₀, for the lmin claims (fitted from 10·N on)"
+    )
     lmin_margin: tuple[float, float] = Field((0.7, 1.3), description="margin of the λ_min slope under lecun and he")
     flat_margin: tuple[float, float] = Field(
-        (-0.5, 0.5), description="margin of the λ_min slope under ntk: midway to the contrast ∝ d_m (±0.3 had audit "
-        "power 0.79 at wu2023-init's cpu design)")
+        (-0.5, 0.5),
+        description="margin of the λ_min slope under ntk: midway to the contrast ∝ d_m (±0.3 had audit "
+        "power 0.79 at wu2023-init's cpu design)",
+    )
 
 
-DATA = {"name": "images", "dataset": "mnist", "classes": "3,8", "patch": 7, "norm": "standardise", "N": 100,
-        "n_test": 100}  # fmt: skip
+DATA = {
+    "name": "images",
+    "dataset": "mnist",
+    "classes": "3,8",
+    "patch": 7,
+    "norm": "standardise",
+    "N": 100,
+    "n_test": 100,
+}
 GRID = {"alpha": list(ALPHAS), "init": list(INITS)}
 # smoke: one init (a bucket per (d_m, α, init) is one compile; the init comparison runs from cpu on),
 # and a smaller step: at N = 8 the narrow τ₀ = d_m^−1/2 nets diverge at γ = 0.5
-SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16], "alpha": list(ALPHAS), "init": "lecun"},
-             train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2, gamma=0.1)  # fmt: skip
+SMOKE = dict(
+    data={"N": 8, "n_test": 8},
+    model={"d_m": [8, 16], "alpha": list(ALPHAS), "init": "lecun"},
+    train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
+    reps=2,
+    gamma=0.1,
+)
 # the trained grid, and K₀ alone (0-step cells) at widths ≥ 10N, where λ_min(K₀^{w_O}) ∝ d_m can show
 CPU = dict(model={"d_m": [16, 64, 256]} | GRID, kernel_widths=[1024, 2048, 4096], reps=3)
 PAPER = dict(data={"N": 200}, model={"d_m": [16, 64, 256, 1024]} | GRID, kernel_widths=[2048, 4096, 8192], reps=5)
@@ -182,8 +199,10 @@ def geo_mean(x) -> float:
 
 def converge_verdict(q: dict[str, float], target: float) -> rules.Verdict:
     """q: group label -> geometric mean of L_T/L_0 over its predicted-stable runs."""
-    rule = (f"at every (init ∈ lecun/he, τ₀, d_m) the geometric mean over its predicted-stable runs of L_T/L_0 ≤ "
-            f"{target:g}; fail if any is above it or not finite")  # fmt: skip
+    rule = (
+        f"at every (init ∈ lecun/he, τ₀, d_m) the geometric mean over its predicted-stable runs of L_T/L_0 ≤ "
+        f"{target:g}; fail if any is above it or not finite"
+    )
     measured = {"L_T/L_0": {k: rounded(v, 6) for k, v in q.items()}, "target": target}
     if not q:
         return rules.Verdict(rules.INCONCLUSIVE, measured, rule, "no predicted-stable LeCun/He run")
@@ -195,8 +214,10 @@ def converge_verdict(q: dict[str, float], target: float) -> rules.Verdict:
 
 def gap_verdict(gap: tuple[float, float, float], tv_gap: float, width: int) -> rules.Verdict:
     diff, lo, hi = gap
-    rule = (f"d_m = {width}: Welch 95 % interval of attn_tv(α = 1/2) − attn_tv(α = 1) at θ_T lies above {tv_gap:g}; "
-            f"fail if it lies below")  # fmt: skip
+    rule = (
+        f"d_m = {width}: Welch 95 % interval of attn_tv(α = 1/2) − attn_tv(α = 1) at θ_T lies above {tv_gap:g}; "
+        f"fail if it lies below"
+    )
     m = {"difference": rounded(diff), "ci95": [rounded(lo), rounded(hi)], "d_m": width}
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return rules.Verdict(rules.INCONCLUSIVE, m, rule, "fewer than 2 unflagged runs per scaling")
@@ -220,16 +241,20 @@ def _label(a: float) -> str:
 CONVERGE_WHY = (
     "at the width-normalised step the rate γ_eff·λ_min(K₀)/N falls with width, so the widest nets cannot reach the "
     "target in T epochs even under geometric decay at the theorem's rate (audit power 0.00); the theorem's widths "
-    "(≳ N²) lie far beyond the grid, so L_T/L_0 per point is reported")
+    "(≳ N²) lie far beyond the grid, so L_T/L_0 per point is reported"
+)
 DRIFT_KERNEL_WHY = (
     "3 LeCun repeats at α = 1/2 (He is flagged there) and kernel drifts that are not lazy at d_m ≤ 64 (≈ 3): the "
-    "audit gives the rule power 0.60 under a d_m^−1/2 law; the slope is reported")
+    "audit gives the rule power 0.60 under a d_m^−1/2 law; the slope is reported"
+)
 DRIFT_ALPHA_WHY = (
     "the paired sign test over ≤ 18 pairs has power 0.76 against a 2× drift ratio and a false pass up to 0.06 "
-    "(audit); the paired differences are reported")
+    "(audit); the paired differences are reported"
+)
 LOGITS_WHY = (
     "the narrow nets' logits grow in training (0.22 → 0.68 at d_m = 16), so the θ_T slope under τ₀ = d_m^−1 is "
-    "pre-asymptotic at d_m ≤ 256: the audit gives the equivalence rule power 0.13; the slopes are reported")
+    "pre-asymptotic at d_m ≤ 256: the audit gives the equivalence rule power 0.13; the slopes are reported"
+)
 
 
 # ---------------------------------------------------------------- the experiment
@@ -256,7 +281,9 @@ class EncoderMnist(Experiment):
     )
 
     def defaults(self):
-        return merge(common.DEFAULTS, {"train": TRAIN | {"save_params": True}}) | {"data": DATA}  # the synthetic data's fields replaced
+        return merge(common.DEFAULTS, {"train": TRAIN | {"save_params": True}}) | {
+            "data": DATA
+        }  # the synthetic data's fields replaced
 
     width = "d_m"  # the model's width field
 
@@ -264,8 +291,9 @@ class EncoderMnist(Experiment):
         """The trained grid, then 0-step cells at ``kernel_widths`` (K₀ only)."""
         cells = common.stepped_cells(spec)
         if spec.kernel_widths:
-            k = spec.model_copy(update={"model": spec.model | {self.width: spec.kernel_widths},
-                                        "train": spec.train | {"max_steps": 0}})  # fmt: skip
+            k = spec.model_copy(
+                update={"model": spec.model | {self.width: spec.kernel_widths}, "train": spec.train | {"max_steps": 0}}
+            )
             cells += common.stepped_cells(k)
         return cells
 
@@ -281,8 +309,9 @@ class EncoderMnist(Experiment):
                 errors.append([float(e) for e in compiled[id(t.problem)](t.params, t.data)])
         errors = np.array(errors, float).reshape(-1, 2)
         table = table.drop_columns(["params_npz"])
-        table = table.append_column("train_error", pa.array(errors[:, 0])).append_column("test_error",
-                                                                                          pa.array(errors[:, 1]))
+        table = table.append_column("train_error", pa.array(errors[:, 0])).append_column(
+            "test_error", pa.array(errors[:, 1])
+        )
         return add_run_columns(table, spec.unstable_at)
 
     def analyse(self, cols, spec: Spec) -> Analysis:
@@ -317,14 +346,27 @@ class EncoderMnist(Experiment):
             drift[a] = {n: slope_estimate(width[s], v[s], rep_init[s]) for n, v in (("kernel", K_T), ("weight", W_T))}
             s = ok & (alpha == a)
             logits[a] = slope_estimate(width[s], logit_T[s], rep_init[s])
-        drift_v = {n: all_of({_label(a): below_zero(drift[a][n], f"{n} drift at T", spec.drift_bound) for a in alphas})
-                   for n in ("kernel", "weight")}  # fmt: skip
-        logit_v = all_of({_label(a): rules.equivalence(
-            logits[a]["slope"], logits[a]["lo"], logits[a]["hi"], spec.slope_a1 if a == 1 else spec.slope_half,
-            "slope") for a in alphas})  # fmt: skip
+        drift_v = {
+            n: all_of({_label(a): below_zero(drift[a][n], f"{n} drift at T", spec.drift_bound) for a in alphas})
+            for n in ("kernel", "weight")
+        }
+        logit_v = all_of(
+            {
+                _label(a): rules.equivalence(
+                    logits[a]["slope"],
+                    logits[a]["lo"],
+                    logits[a]["hi"],
+                    spec.slope_a1 if a == 1 else spec.slope_half,
+                    "slope",
+                )
+                for a in alphas
+            }
+        )
         top = int(width.max())
         gap = welch(tv_T[ok & (width == top) & (alpha == 0.5)], tv_T[ok & (width == top) & (alpha == 1.0)])
-        diffs = paired(cols, K_T, 1.0, 0.5, ("model.init", width_key(cols), "block", "rep"), ok & learner, by="model.alpha")
+        diffs = paired(
+            cols, K_T, 1.0, 0.5, ("model.init", width_key(cols), "block", "rep"), ok & learner, by="model.alpha"
+        )
         alpha_v = rules.sign_test(diffs, alpha=spec.level, name="kernel drift(α = 1/2) − kernel drift(α = 1)")
         # a pair counts when its LeCun/He run is predicted stable (NTK init runs are far below the bound)
         speed_where = stable | (init == "ntk")
@@ -334,30 +376,56 @@ class EncoderMnist(Experiment):
         w_min = spec.slope_from or 10 * int(np.max(cols["data.N"]))
         rep_alpha = repeat_ids(full, ("model.alpha", "block", "rep"))
         lam_w_O = per_run(full, spec.unstable_at)["lambda_min_w_O_0"]
-        lmin, lmin_slopes = lmin_claims(width_of(full), full["model.init"], lam_w_O, rep_alpha, w_min,
-                                        spec.lmin_margin, spec.flat_margin)  # fmt: skip
+        lmin, lmin_slopes = lmin_claims(
+            width_of(full), full["model.init"], lam_w_O, rep_alpha, w_min, spec.lmin_margin, spec.flat_margin
+        )
 
         claims = [
-            Claim.of("converge", f"LeCun/He: the training loss falls to ≤ {spec.target:g}·L_0 within {T:g} epochs at "
-                     "every width and both scalings", converge_verdict(groups, spec.target).reported(CONVERGE_WHY)),
-            linear_claim("LeCun/He: the training loss converges at a linear (geometric) rate", cols, L, ok & learner,
-                         spec, T)[0],
+            Claim.of(
+                "converge",
+                f"LeCun/He: the training loss falls to ≤ {spec.target:g}·L_0 within {T:g} epochs at "
+                "every width and both scalings",
+                converge_verdict(groups, spec.target).reported(CONVERGE_WHY),
+            ),
+            linear_claim(
+                "LeCun/He: the training loss converges at a linear (geometric) rate", cols, L, ok & learner, spec, T
+            )[0],
             stability_claim(r, spec),
-            Claim.of("drift-kernel", "LeCun/He: the NTK moves less during training as the width grows (both τ₀)",
-                     drift_v["kernel"].reported(DRIFT_KERNEL_WHY)),
-            Claim.of("drift-weight", "LeCun/He: the weights move less (relative to θ₀) as the width grows (both τ₀)",
-                     drift_v["weight"]),
-            Claim.of("drift-alpha", "LeCun/He: the NTK moves less under τ₀ = d_m^−1 than under d_m^−1/2",
-                     alpha_v.reported(DRIFT_ALPHA_WHY)),
-            Claim.of("logits", "the logit std at θ_T shrinks like d_m^−1/2 under τ₀ = d_m^−1 and stays flat under "
-                     "d_m^−1/2", logit_v.reported(LOGITS_WHY)),
-            Claim.of("uniform", "at the largest width the attention of τ₀ = d_m^−1 is near uniform and that of "
-                     "d_m^−1/2 is not", gap_verdict(gap, spec.tv_gap, top)),
-            Claim.of("speed-gamma", "LeCun and He init converge faster than NTK init at the same step γ_eff",
-                     speed_v.reported(dynamics.SPEED_GAMMA_WHY + "; pairs over (τ₀, d_m, block, rep) whose LeCun/He "
-                                      "run is predicted stable")),
+            Claim.of(
+                "drift-kernel",
+                "LeCun/He: the NTK moves less during training as the width grows (both τ₀)",
+                drift_v["kernel"].reported(DRIFT_KERNEL_WHY),
+            ),
+            Claim.of(
+                "drift-weight",
+                "LeCun/He: the weights move less (relative to θ₀) as the width grows (both τ₀)",
+                drift_v["weight"],
+            ),
+            Claim.of(
+                "drift-alpha",
+                "LeCun/He: the NTK moves less under τ₀ = d_m^−1 than under d_m^−1/2",
+                alpha_v.reported(DRIFT_ALPHA_WHY),
+            ),
+            Claim.of(
+                "logits",
+                "the logit std at θ_T shrinks like d_m^−1/2 under τ₀ = d_m^−1 and stays flat under d_m^−1/2",
+                logit_v.reported(LOGITS_WHY),
+            ),
+            Claim.of(
+                "uniform",
+                "at the largest width the attention of τ₀ = d_m^−1 is near uniform and that of d_m^−1/2 is not",
+                gap_verdict(gap, spec.tv_gap, top),
+            ),
+            Claim.of(
+                "speed-gamma",
+                "LeCun and He init converge faster than NTK init at the same step γ_eff",
+                speed_v.reported(
+                    dynamics.SPEED_GAMMA_WHY + "; pairs over (τ₀, d_m, block, rep) whose LeCun/He "
+                    "run is predicted stable"
+                ),
+            ),
             *lmin,
-        ]  # fmt: skip
+        ]
 
         per_point, rows = {}, []
         for a in alphas:
@@ -369,40 +437,90 @@ class EncoderMnist(Experiment):
                     d = {
                         "lr": rounded(float(cols["train.lr"][s][0]), 6),
                         "γ_eff·λ_max(K₀)/N per run": [rounded(x) for x in r["step_ratio"][s]],
-                        "flagged": int(r["unstable"][s].sum()), "diverged": int(r["diverged"][s].sum()),
-                        "λ_min(K₀)": med(r["lambda_min_0"][s]), "λ_max(K₀)": med(r["lambda_max_0"][s]),
-                        "L_0": med(r["loss_0"][s]), "L_T/L_0 (geometric mean)": rounded(geo_mean(q[s]), 6),
-                        "ρ (median)": med(rho[s]), "R² (median)": med(r2[s]), "R² from epoch 0 (median)": med(whole[s]),
+                        "flagged": int(r["unstable"][s].sum()),
+                        "diverged": int(r["diverged"][s].sum()),
+                        "λ_min(K₀)": med(r["lambda_min_0"][s]),
+                        "λ_max(K₀)": med(r["lambda_max_0"][s]),
+                        "L_0": med(r["loss_0"][s]),
+                        "L_T/L_0 (geometric mean)": rounded(geo_mean(q[s]), 6),
+                        "ρ (median)": med(rho[s]),
+                        "R² (median)": med(r2[s]),
+                        "R² from epoch 0 (median)": med(whole[s]),
                         "fit points (median)": med(npts[s]),
-                        "kernel drift at T": med(K_T[s]), "weight drift at T": med(W_T[s]),
+                        "kernel drift at T": med(K_T[s]),
+                        "weight drift at T": med(W_T[s]),
                         "logit std (0 → T)": [med(trace(cols, "logit_std")[s, 0]), med(logit_T[s])],
                         "attention TV from uniform (0 → T)": [med(trace(cols, "attn_tv")[s, 0]), med(tv_T[s])],
                         "training error at T (median)": med(cols["train_error"][s].astype(float)),
                         "test error at T (median)": med(cols["test_error"][s].astype(float)),
-                    }  # fmt: skip
+                    }
                     per_point.setdefault(_label(a), {}).setdefault(name, {})[int(w)] = d
-                    rows.append([_label(a), name, int(w), d["lr"], med(r["step_ratio"][s]), d["flagged"],
-                                 d["L_T/L_0 (geometric mean)"], d["ρ (median)"], d["kernel drift at T"],
-                                 d["logit std (0 → T)"][1], d["attention TV from uniform (0 → T)"][1],
-                                 d["test error at T (median)"]])  # fmt: skip
+                    rows.append(
+                        [
+                            _label(a),
+                            name,
+                            int(w),
+                            d["lr"],
+                            med(r["step_ratio"][s]),
+                            d["flagged"],
+                            d["L_T/L_0 (geometric mean)"],
+                            d["ρ (median)"],
+                            d["kernel drift at T"],
+                            d["logit std (0 → T)"][1],
+                            d["attention TV from uniform (0 → T)"][1],
+                            d["test error at T (median)"],
+                        ]
+                    )
         summary = {
-            "step": f"{spec.step_norm}, γ = {spec.gamma:g}", "T": int(T), "N": int(np.max(cols["data.N"])),
+            "step": f"{spec.step_norm}, γ = {spec.gamma:g}",
+            "T": int(T),
+            "N": int(np.max(cols["data.N"])),
             "per scaling, init and width": per_point,
             "drift slopes (log–log vs d_m, LeCun/He)": {
-                _label(a): {n: slope_measured(e) for n, e in drift[a].items()} for a in alphas},
+                _label(a): {n: slope_measured(e) for n, e in drift[a].items()} for a in alphas
+            },
             "logit std slopes at θ_T": {_label(a): slope_measured(logits[a]) for a in alphas},
             f"λ_min(K₀^w_O) slopes (width ≥ {w_min})": {k: slope_measured(e) for k, e in lmin_slopes.items()},
             "λ_min(K₀^w_O) per init and width (median, step 0)": {
-                str(i): {int(w): med(lam_w_O[(full["model.init"] == i) & (width_of(full) == w)])
-                         for w in np.unique(width_of(full))} for i in INITS if (full["model.init"] == i).any()},
-            "flagged runs": [{"τ₀": _label(alpha[i]), "init": str(init[i]), "d_m": int(width[i]),
-                              "block": int(cols["block"][i]), "rep": int(cols["rep"][i]),
-                              "ratio": rounded(r["step_ratio"][i]), "status": str(cols["status"][i]),
-                              "L_T/L_0": rounded(q[i], 6)} for i in np.flatnonzero(r["unstable"])],
-        }  # fmt: skip
-        table = ("per scaling, init and width (medians over repeats)",
-                 ["τ₀", "init", "d_m", "lr", "γ_eff·λ_max(K₀)/N", "flagged", "L_T/L_0 (geo. mean)", "ρ",
-                  "kernel drift at T", "logit std at T", "attn TV at T", "test error"], rows)  # fmt: skip
+                str(i): {
+                    int(w): med(lam_w_O[(full["model.init"] == i) & (width_of(full) == w)])
+                    for w in np.unique(width_of(full))
+                }
+                for i in INITS
+                if (full["model.init"] == i).any()
+            },
+            "flagged runs": [
+                {
+                    "τ₀": _label(alpha[i]),
+                    "init": str(init[i]),
+                    "d_m": int(width[i]),
+                    "block": int(cols["block"][i]),
+                    "rep": int(cols["rep"][i]),
+                    "ratio": rounded(r["step_ratio"][i]),
+                    "status": str(cols["status"][i]),
+                    "L_T/L_0": rounded(q[i], 6),
+                }
+                for i in np.flatnonzero(r["unstable"])
+            ],
+        }
+        table = (
+            "per scaling, init and width (medians over repeats)",
+            [
+                "τ₀",
+                "init",
+                "d_m",
+                "lr",
+                "γ_eff·λ_max(K₀)/N",
+                "flagged",
+                "L_T/L_0 (geo. mean)",
+                "ρ",
+                "kernel drift at T",
+                "logit std at T",
+                "attn TV at T",
+                "test error",
+            ],
+            rows,
+        )
         return Analysis(claims=claims, summary=summary, tables=[table])
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
@@ -414,8 +532,15 @@ class EncoderMnist(Experiment):
         widths = np.unique(width)
         alphas = [a for a in ALPHAS if (alpha == a).any()]
         inits = [i for i in INITS if (init == i).any()]
-        fig, axes = plt.subplots(len(alphas), len(inits), figsize=(4.6 * len(inits), 3.6 * len(alphas)),
-                                 sharex=True, sharey=True, squeeze=False, constrained_layout=True)  # fmt: skip
+        fig, axes = plt.subplots(
+            len(alphas),
+            len(inits),
+            figsize=(4.6 * len(inits), 3.6 * len(alphas)),
+            sharex=True,
+            sharey=True,
+            squeeze=False,
+            constrained_layout=True,
+        )
         for row, a in zip(axes, alphas, strict=True):
             for ax, name in zip(row, inits, strict=True):
                 for w, color in zip(widths, colors(len(widths)), strict=True):
@@ -431,9 +556,12 @@ class EncoderMnist(Experiment):
             row[0].set_ylabel("training loss")
         for ax in axes[-1]:
             ax.set_xlabel("epoch")
-        fig.suptitle(f"{self.id}: MNIST {cols['data.classes'][0].replace(',', ' vs ')}, N = {cols['data.N'][0]}, "
-                     f"{spec.reps * spec.seeds} repeats (geometric mean ×/÷ geometric sd); step γ·16/d_m, "
-                     f"γ = {spec.gamma:g}; dotted: {spec.target:g}·L_0", fontsize=9)  # fmt: skip
+        fig.suptitle(
+            f"{self.id}: MNIST {cols['data.classes'][0].replace(',', ' vs ')}, N = {cols['data.N'][0]}, "
+            f"{spec.reps * spec.seeds} repeats (geometric mean ×/÷ geometric sd); step γ·16/d_m, "
+            f"γ = {spec.gamma:g}; dotted: {spec.target:g}·L_0",
+            fontsize=9,
+        )
         paths = plots.save(fig, out, "mnist_loss")
 
         fig, axes = plt.subplots(1, 5, figsize=(22, 3.9), constrained_layout=True)
@@ -450,13 +578,21 @@ class EncoderMnist(Experiment):
             for name in inits:
                 s = (alpha == a) & (init == name)
                 lab = f"{_label(a)}, {name}"
-                axes[0].plot(widths, [geo_mean(q[s & (width == w)]) for w in widths], styles[name], color=color,
-                             label=lab)  # fmt: skip
-                axes[4].plot(widths, [np.nanmedian(r["step_ratio"][s & (width == w)]) for w in widths], styles[name],
-                             color=color, label=lab)  # fmt: skip
+                axes[0].plot(
+                    widths, [geo_mean(q[s & (width == w)]) for w in widths], styles[name], color=color, label=lab
+                )
+                axes[4].plot(
+                    widths,
+                    [np.nanmedian(r["step_ratio"][s & (width == w)]) for w in widths],
+                    styles[name],
+                    color=color,
+                    label=lab,
+                )
                 for ax, v, _ in measures:
-                    med_w = [np.nanmedian(v[s & ok & (width == w)]) if (s & ok & (width == w)).any() else np.nan
-                             for w in widths]  # fmt: skip
+                    med_w = [
+                        np.nanmedian(v[s & ok & (width == w)]) if (s & ok & (width == w)).any() else np.nan
+                        for w in widths
+                    ]
                     ax.plot(widths, med_w, styles[name], color=color, label=lab)
         axes[0].set_title("(a) L_T/L_0 (geometric mean over repeats)")
         for ax, _, title in measures:

@@ -141,16 +141,27 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
 
 
 def limit_verdict(slope: theory.Estimate, err: dict, tol: float) -> rules.Verdict:
-    rule = (f"95 % interval of the slope of log error vs log d_m below 0 and, at the largest width, the t interval of "
-            f"the error below {tol:g}; fail if the slope's interval lies above 0 or the error's above {tol:g}")  # fmt: skip
+    rule = (
+        f"95 % interval of the slope of log error vs log d_m below 0 and, at the largest width, the t interval of "
+        f"the error below {tol:g}; fail if the slope's interval lies above 0 or the error's above {tol:g}"
+    )
     lo, hi = (np.nan if v is None else v for v in err["ci95"])
-    m = {"slope": rounded(slope.value), "slope_ci95": [rounded(slope.lo), rounded(slope.hi)],
-         "error_at_largest_width": err["mean"], "error_ci95": err["ci95"], "tol": tol}  # fmt: skip
+    m = {
+        "slope": rounded(slope.value),
+        "slope_ci95": [rounded(slope.lo), rounded(slope.hi)],
+        "error_at_largest_width": err["mean"],
+        "error_ci95": err["ci95"],
+        "tol": tol,
+    }
     if not (np.isfinite(slope.lo) and np.isfinite(lo)):
         return rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval (needs ≥ 2 widths and ≥ 2 reps)")
     if slope.lo > 0 or lo > tol:
-        return rules.Verdict(rules.FAIL, m, rule, "the error grows with the width" if slope.lo > 0 else
-                             f"the error at the largest width stays above {tol:g}")  # fmt: skip
+        return rules.Verdict(
+            rules.FAIL,
+            m,
+            rule,
+            "the error grows with the width" if slope.lo > 0 else f"the error at the largest width stays above {tol:g}",
+        )
     if slope.hi < 0 and hi < tol:
         return rules.Verdict(rules.PASS, m, rule)
     return rules.Verdict(rules.INCONCLUSIVE, m, rule, "an interval straddles its threshold")
@@ -163,30 +174,48 @@ def not_limit_verdict(slope: theory.Estimate, err: dict, tol: float, band: float
     outside ±band (the error still moves with the width: tending to the closed form when it
     falls) or the error's interval below tol (the closed form reached); else inconclusive."""
     flat = rules.no_effect(slope.value, slope.lo, slope.hi, band, "slope of log error vs log d_m")
-    rule = f"{flat.rule}, and at the largest width the t interval of the error above {tol:g}; fail if the slope's " \
-           f"interval lies outside the band or the error's below {tol:g}"
+    rule = (
+        f"{flat.rule}, and at the largest width the t interval of the error above {tol:g}; fail if the slope's "
+        f"interval lies outside the band or the error's below {tol:g}"
+    )
     lo, hi = (np.nan if v is None else v for v in err["ci95"])
-    m = {"slope": rounded(slope.value), "slope_ci95": [rounded(slope.lo), rounded(slope.hi)], "band": band,
-         "error_at_largest_width": err["mean"], "error_ci95": err["ci95"], "tol": tol}  # fmt: skip
+    m = {
+        "slope": rounded(slope.value),
+        "slope_ci95": [rounded(slope.lo), rounded(slope.hi)],
+        "band": band,
+        "error_at_largest_width": err["mean"],
+        "error_ci95": err["ci95"],
+        "tol": tol,
+    }
     if flat.outcome == rules.FAIL or (np.isfinite(hi) and hi < tol):
         why = flat.detail if flat.outcome == rules.FAIL else f"the error at the largest width is below {tol:g}"
         return rules.Verdict(rules.FAIL, m, rule, why)
     if flat.outcome == rules.PASS and np.isfinite(lo) and lo > tol:
         return rules.Verdict(rules.PASS, m, rule)
-    why = flat.detail or ("no interval of the error (needs ≥ 2 reps)" if not np.isfinite(lo) else
-                          f"the error's interval straddles {tol:g}")  # fmt: skip
+    why = flat.detail or (
+        "no interval of the error (needs ≥ 2 reps)"
+        if not np.isfinite(lo)
+        else f"the error's interval straddles {tol:g}"
+    )
     return rules.Verdict(rules.INCONCLUSIVE, m, rule, why)
 
 
 def pitfall_verdict(tv_unit: dict, gap_d: tuple[float, float, float], gap_unit, tv_small: float, tv_gap: float):
-    rule = (f"largest width: t interval of attn_tv(α = 1/2, unit tokens) below {tv_small:g} and Welch interval of "
-            f"attn_tv(α = 1/2) − attn_tv(α = 1) with ‖x‖² ≈ d above {tv_gap:g}; fail if the first lies above "
-            f"{tv_small:g} or the second below {tv_gap:g}")  # fmt: skip
+    rule = (
+        f"largest width: t interval of attn_tv(α = 1/2, unit tokens) below {tv_small:g} and Welch interval of "
+        f"attn_tv(α = 1/2) − attn_tv(α = 1) with ‖x‖² ≈ d above {tv_gap:g}; fail if the first lies above "
+        f"{tv_small:g} or the second below {tv_gap:g}"
+    )
     ulo, uhi = (np.nan if v is None else v for v in tv_unit["ci95"])
     g, glo, ghi = gap_d
-    m = {"attn_tv_unit_alpha_half": tv_unit["mean"], "ci95_unit": tv_unit["ci95"], "gap_d": rounded(g),
-         "ci95_gap_d": [rounded(glo), rounded(ghi)], "gap_unit": rounded(gap_unit[0]),
-         "ci95_gap_unit": [rounded(gap_unit[1]), rounded(gap_unit[2])]}  # fmt: skip
+    m = {
+        "attn_tv_unit_alpha_half": tv_unit["mean"],
+        "ci95_unit": tv_unit["ci95"],
+        "gap_d": rounded(g),
+        "ci95_gap_d": [rounded(glo), rounded(ghi)],
+        "gap_unit": rounded(gap_unit[0]),
+        "ci95_gap_unit": [rounded(gap_unit[1]), rounded(gap_unit[2])],
+    }
     if not (np.isfinite(ulo) and np.isfinite(glo)):
         return rules.Verdict(rules.INCONCLUSIVE, m, rule, "no interval (needs ≥ 2 reps per group)")
     if ulo > tv_small or ghi < tv_gap:
@@ -207,20 +236,44 @@ class Limit(Experiment):
     Spec = Spec
     audit = limit_design()
     controls = (
-        Control("as-stated", "positive", "cpu", (), {"limit": "pass"},
-                "the cpu design as it stands (d_m up to 8192); its audit gives limit power 1.0"),
-        Control("tied", "negative", "cpu", ("model.tied=true",), {"limit": "fail"},
-                "W_Q = W_K: the logits have mean τ₀·d_h·s²·x_tᵀx_s = O(x_tᵀx_s/d), so attention stays non-uniform at "
-                "every width and the untied closed form cannot be reached"),
-    )  # fmt: skip
+        Control(
+            "as-stated",
+            "positive",
+            "cpu",
+            (),
+            {"limit": "pass"},
+            "the cpu design as it stands (d_m up to 8192); its audit gives limit power 1.0",
+        ),
+        Control(
+            "tied",
+            "negative",
+            "cpu",
+            ("model.tied=true",),
+            {"limit": "fail"},
+            "W_Q = W_K: the logits have mean τ₀·d_h·s²·x_tᵀx_s = O(x_tᵀx_s/d), so attention stays non-uniform at "
+            "every width and the untied closed form cannot be reached",
+        ),
+    )
     scales = {
-        "smoke": dict(data={"N": 6, "token_norm": ["d", "unit"]}, model={"d_m": 32, "alpha": [0.5, 1.0]}, reps=2,
-                      n_ntk=6, n_boot=20),  # fmt: skip
-        "cpu": dict(data={"token_norm": ["d", "unit"]},
-                    model={"d_m": [64, 128, 256, 512, 1024, 2048, 4096, 8192], "alpha": [0.5, 1.0]}, reps=4),
-        "paper": dict(data={"N": 64, "token_norm": ["d", "unit"]},
-                      model={"d_m": [64, 256, 1024, 4096, 16384, 32768], "alpha": [0.5, 1.0]}, reps=8, n_ntk=64),
-    }  # fmt: skip
+        "smoke": dict(
+            data={"N": 6, "token_norm": ["d", "unit"]},
+            model={"d_m": 32, "alpha": [0.5, 1.0]},
+            reps=2,
+            n_ntk=6,
+            n_boot=20,
+        ),
+        "cpu": dict(
+            data={"token_norm": ["d", "unit"]},
+            model={"d_m": [64, 128, 256, 512, 1024, 2048, 4096, 8192], "alpha": [0.5, 1.0]},
+            reps=4,
+        ),
+        "paper": dict(
+            data={"N": 64, "token_norm": ["d", "unit"]},
+            model={"d_m": [64, 256, 1024, 4096, 16384, 32768], "alpha": [0.5, 1.0]},
+            reps=8,
+            n_ntk=64,
+        ),
+    }
     assumptions = common.ASSUMPTIONS + (
         "Measured at initialisation only (no training step); the NTK on the first n_ntk training inputs, in float64 "
         "from the float32 draws.",
@@ -228,11 +281,14 @@ class Limit(Experiment):
     )
 
     def defaults(self):
-        return merge(common.DEFAULTS, {
-            "data": {"N": 32, "n_test": 1},
-            "model": {"init": "lecun"},
-            "train": {"max_steps": 0, "save_params": True},
-        })  # fmt: skip
+        return merge(
+            common.DEFAULTS,
+            {
+                "data": {"N": 32, "n_test": 1},
+                "model": {"init": "lecun"},
+                "train": {"max_steps": 0, "save_params": True},
+            },
+        )
 
     def derive(self, table: pa.Table, spec: Spec) -> pa.Table:
         """One row per cell: its columns (without its parameters) and the MEASURES."""
@@ -259,56 +315,87 @@ class Limit(Experiment):
         for a in np.unique(alpha):
             for tn in np.unique(norm):
                 s = (alpha == a) & (norm == tn)
-                g = {"error slope": loglog_slope(d_m[s], cols["ntk_error"][s], spec.n_boot, spec.seed),
-                     "logit-std slope": loglog_slope(d_m[s], cols["logit_std"][s], spec.n_boot, spec.seed),
-                     "at largest width": {m: at_width(cols[m][s & (d_m == top)]) for m in MEASURES}}  # fmt: skip
+                g = {
+                    "error slope": loglog_slope(d_m[s], cols["ntk_error"][s], spec.n_boot, spec.seed),
+                    "logit-std slope": loglog_slope(d_m[s], cols["logit_std"][s], spec.n_boot, spec.seed),
+                    "at largest width": {m: at_width(cols[m][s & (d_m == top)]) for m in MEASURES},
+                }
                 groups[(a, tn)] = g
                 summary[f"α = {a:g}, tokens {tn}"] = {
                     "slope of log ntk_error vs log d_m": g["error slope"].as_dict(),
                     "slope of log logit_std vs log d_m": g["logit-std slope"].as_dict(),
-                    "mean per width": {m: {int(w): rounded(cols[m][s & (d_m == w)].mean(), 5) for w in np.unique(d_m[s])}
-                                       for m in MEASURES},
+                    "mean per width": {
+                        m: {int(w): rounded(cols[m][s & (d_m == w)].mean(), 5) for w in np.unique(d_m[s])}
+                        for m in MEASURES
+                    },
                     "at largest width": g["at largest width"],
-                }  # fmt: skip
+                }
         claims = []
         cn = spec.claim_norm
         one, half = groups.get((1.0, cn)), groups.get((0.5, cn))
         missing = rules.Verdict(rules.INCONCLUSIVE, {}, "", "the grid has no such cells")
-        claims.append(Claim.of(
-            "limit", f"τ₀ = d_m^−1 (tokens {cn}): the normalised NTK tends to the closed form (two-layer ReLU NTK of the "
-            f"mean tokens) as the width grows", limit_verdict(one["error slope"], one["at largest width"]["ntk_error"],
-                                                              spec.tol) if one else missing))  # fmt: skip
+        claims.append(
+            Claim.of(
+                "limit",
+                f"τ₀ = d_m^−1 (tokens {cn}): the normalised NTK tends to the closed form (two-layer ReLU NTK of the "
+                f"mean tokens) as the width grows",
+                limit_verdict(one["error slope"], one["at largest width"]["ntk_error"], spec.tol) if one else missing,
+            )
+        )
         for a, margin, words in ((1.0, spec.slope_a1, "∝ d_m^−1/2"), (0.5, spec.slope_half, "O(1) in d_m")):
             g = groups.get((a, cn))
-            v = rules.equivalence(g["logit-std slope"].value, g["logit-std slope"].lo, g["logit-std slope"].hi, margin,
-                                  "slope") if g else missing  # fmt: skip
-            claims.append(Claim.of(f"logits-a{a:g}", f"τ₀ = d_m^−{a:g} (tokens {cn}): the softmax-logit std is {words}",
-                                   v))  # fmt: skip
-        claims.append(Claim.of(
-            "alpha-half", f"τ₀ = d_m^−1/2 (tokens {cn}): the NTK does not tend to the τ₀ = d_m^−1 closed form "
-            "(attention stays non-uniform)", not_limit_verdict(half["error slope"], half["at largest width"]["ntk_error"],
-                                                               spec.tol, spec.flat_band) if half else missing))  # fmt: skip
+            v = (
+                rules.equivalence(
+                    g["logit-std slope"].value, g["logit-std slope"].lo, g["logit-std slope"].hi, margin, "slope"
+                )
+                if g
+                else missing
+            )
+            claims.append(
+                Claim.of(f"logits-a{a:g}", f"τ₀ = d_m^−{a:g} (tokens {cn}): the softmax-logit std is {words}", v)
+            )
+        claims.append(
+            Claim.of(
+                "alpha-half",
+                f"τ₀ = d_m^−1/2 (tokens {cn}): the NTK does not tend to the τ₀ = d_m^−1 closed form "
+                "(attention stays non-uniform)",
+                not_limit_verdict(half["error slope"], half["at largest width"]["ntk_error"], spec.tol, spec.flat_band)
+                if half
+                else missing,
+            )
+        )
         top_tv = lambda a, tn: cols["attn_tv"][(alpha == a) & (norm == tn) & (d_m == top)]
         if all((a, tn) in groups for a in (0.5, 1.0) for tn in ("d", "unit")):
             gap_d, gap_unit = welch(top_tv(0.5, "d"), top_tv(1.0, "d")), welch(top_tv(0.5, "unit"), top_tv(1.0, "unit"))
             v = pitfall_verdict(at_width(top_tv(0.5, "unit")), gap_d, gap_unit, spec.tv_small, spec.tv_gap)
             summary["attn_tv gap α = 1/2 − α = 1 at the largest width"] = {
-                "tokens d": [rounded(x) for x in gap_d], "tokens unit": [rounded(x) for x in gap_unit],
+                "tokens d": [rounded(x) for x in gap_d],
+                "tokens unit": [rounded(x) for x in gap_unit],
                 "ratio d / unit": rounded(gap_d[0] / gap_unit[0]) if gap_unit[0] else None,
                 "ntk_error of α = 1/2 (the α = 1 closed form)": {
-                    tn: groups[(0.5, tn)]["at largest width"]["ntk_error"]["mean"] for tn in ("d", "unit")}}  # fmt: skip
+                    tn: groups[(0.5, tn)]["at largest width"]["ntk_error"]["mean"] for tn in ("d", "unit")
+                },
+            }
         else:
             v = missing
-        claims.append(Claim.of(
-            "pitfall", "with unit-norm tokens the two scalings give nearly uniform attention alike; with ‖x‖² ≈ d they "
-            "separate", v))  # fmt: skip
+        claims.append(
+            Claim.of(
+                "pitfall",
+                "with unit-norm tokens the two scalings give nearly uniform attention alike; with ‖x‖² ≈ d they "
+                "separate",
+                v,
+            )
+        )
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
         alpha, norm, d_m = cols["model.alpha"].astype(float), cols["data.token_norm"], cols["model.d_m"].astype(float)
         ws = np.unique(d_m)
-        panels = (("ntk_error", "‖K̂ − K_∞‖_F / ‖K_∞‖_F"), ("logit_std", "softmax-logit std"),
-                  ("attn_tv", "attention distance from uniform (TV)"))  # fmt: skip
+        panels = (
+            ("ntk_error", "‖K̂ − K_∞‖_F / ‖K_∞‖_F"),
+            ("logit_std", "softmax-logit std"),
+            ("attn_tv", "attention distance from uniform (TV)"),
+        )
         fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
         colors = {0.5: "tab:blue", 1.0: "tab:red"}
         for ax, (m, label) in zip(axes, panels, strict=True):
@@ -317,8 +404,16 @@ class Limit(Experiment):
                     s = (alpha == a) & (norm == tn)
                     mean = np.array([cols[m][s & (d_m == w)].mean() for w in ws])
                     sd = np.array([cols[m][s & (d_m == w)].std() for w in ws])
-                    ax.errorbar(ws, mean, yerr=sd, fmt="o-" if tn == "d" else "s--", ms=3, capsize=2,
-                                color=colors.get(a, "k"), label=f"τ₀ = d_m^−{a:g}, tokens {tn}")  # fmt: skip
+                    ax.errorbar(
+                        ws,
+                        mean,
+                        yerr=sd,
+                        fmt="o-" if tn == "d" else "s--",
+                        ms=3,
+                        capsize=2,
+                        color=colors.get(a, "k"),
+                        label=f"τ₀ = d_m^−{a:g}, tokens {tn}",
+                    )
             ref = cols[m][(alpha == alpha.max()) & (norm == spec.claim_norm) & (d_m == ws[0])]
             if m in ("ntk_error", "logit_std") and len(ref) and np.all(ref > 0):
                 ax.plot(ws, ref.mean() * (ws / ws[0]) ** -0.5, ":", color="grey", label="∝ d_m^−1/2")

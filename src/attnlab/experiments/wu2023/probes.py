@@ -61,9 +61,13 @@ def build(ctx):
         K0 = sum(kernel(p0, X, blocks=True).values())  # the same arithmetic as K_t: K_0 − K_0 = 0 at step 0
         spec = ntk.spectrum(K, mask)
         diag = lambda A: jnp.sum(jnp.where(mask, jnp.diagonal(A), 0.0))
-        out = {"lambda_min": spec["lambda_min"], "lambda_max": spec["lambda_max"],
-               "kernel_drift": ntk.kernel_drift(K, K0, mask), "weight_drift": total_drift(params, p0),
-               "lambda_min_w_O": ntk.spectrum(Kb[OUTPUT.get(ctx.model.name, "w_O")], mask)["lambda_min"]}  # fmt: skip
+        out = {
+            "lambda_min": spec["lambda_min"],
+            "lambda_max": spec["lambda_max"],
+            "kernel_drift": ntk.kernel_drift(K, K0, mask),
+            "weight_drift": total_drift(params, p0),
+            "lambda_min_w_O": ntk.spectrum(Kb[OUTPUT.get(ctx.model.name, "w_O")], mask)["lambda_min"],
+        }
         trace = diag(K)
         out |= {f"ntk_share_{b}": diag(k) / trace for b, k in Kb.items()}
         out |= {f"weight_drift_{b}": d for b, d in ntk.weight_drift(params, p0).items()}

@@ -84,26 +84,43 @@ from attnlab.parts import register
 REDUCTIONS = ("mean", "sum")
 TOKEN_NORMS = ("d", "unit")
 ALPHAS = (0.5, 1.0)
-CANDIDATE_LABEL = {("mean", "d"): "½·mean, ‖x‖² ≈ d", ("mean", "unit"): "½·mean, ‖x‖ = 1",
-                   ("sum", "d"): "½·sum, ‖x‖² ≈ d", ("sum", "unit"): "½·sum, ‖x‖ = 1"}  # fmt: skip
+CANDIDATE_LABEL = {
+    ("mean", "d"): "½·mean, ‖x‖² ≈ d",
+    ("mean", "unit"): "½·mean, ‖x‖ = 1",
+    ("sum", "d"): "½·sum, ‖x‖² ≈ d",
+    ("sum", "unit"): "½·sum, ‖x‖ = 1",
+}
 NOT_STATED = (
     "the paper states γ = 1 at several widths but not its loss normalisation nor its token norm: the conclusion is "
     "conditional on the candidates assumed (mean vs ½·sum loss, ‖x‖² ≈ d vs unit-norm tokens), a measurement of "
-    "which of them is consistent with the published figure, not a test of the theorem")
+    "which of them is consistent with the published figure, not a test of the theorem"
+)
 
 
 class Spec(dynamics.Spec):
-    step_norm: Literal["width", "none"] = Field("none", description="none: γ at every width (the stated protocol); "
-                                                "width: γ·16/d_m")
-    tau_min: float = Field(2 / 3, gt=0, le=1, description="ordering: a repeat is ordered when Kendall's τ_b between "
-                           "d_m and −log(L_T/L_0) reaches this")  # fmt: skip
+    step_norm: Literal["width", "none"] = Field(
+        "none", description="none: γ at every width (the stated protocol); width: γ·16/d_m"
+    )
+    tau_min: float = Field(
+        2 / 3,
+        gt=0,
+        le=1,
+        description="ordering: a repeat is ordered when Kendall's τ_b between d_m and −log(L_T/L_0) reaches this",
+    )
     min_widths: PositiveInt = Field(3, description="ordering: predicted-stable widths a τ₀ needs to be judged")
 
 
-GRID = {"data": {"token_norm": list(TOKEN_NORMS)}, "model": {"alpha": list(ALPHAS)},
-        "train": {"reduction": list(REDUCTIONS), "draws": "common"}}  # fmt: skip
-SMOKE = dict(data={"N": 8, "n_test": 8}, model={"d_m": [8, 16], "alpha": 0.5},
-             train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2)  # fmt: skip
+GRID = {
+    "data": {"token_norm": list(TOKEN_NORMS)},
+    "model": {"alpha": list(ALPHAS)},
+    "train": {"reduction": list(REDUCTIONS), "draws": "common"},
+}
+SMOKE = dict(
+    data={"N": 8, "n_test": 8},
+    model={"d_m": [8, 16], "alpha": 0.5},
+    train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
+    reps=2,
+)
 CPU = dict(model={"d_m": [16, 64, 256, 1024]}, reps=3)
 PAPER = dict(model={"d_m": [16, 64, 256, 1024, 4096]}, reps=5)
 
@@ -137,26 +154,33 @@ def stable_widths(width, alpha, cand, ratio, unstable_at: float) -> dict[tuple[s
         for a in np.unique(alpha):
             s = (cand == c) & (alpha == a)
             with np.errstate(invalid="ignore"):
-                out[(str(c), float(a))] = [int(w) for w in np.unique(width[s])
-                                           if np.all(ratio[s & (width == w)] < unstable_at)]  # fmt: skip
+                out[(str(c), float(a))] = [
+                    int(w) for w in np.unique(width[s]) if np.all(ratio[s & (width == w)] < unstable_at)
+                ]
     return out
 
 
-def ordering_verdict(width, v, repeat, eligible, tau_min: float, min_widths: int, level: float,
-                     why_none: str) -> rules.Verdict:  # fmt: skip
+def ordering_verdict(
+    width, v, repeat, eligible, tau_min: float, min_widths: int, level: float, why_none: str
+) -> rules.Verdict:
     """Per repeat (among the ``eligible`` runs), Kendall's τ_b between d_m and v; ordered when ≥
     ``tau_min``; a one-sided sign test over the repeats with ≥ ``min_widths`` widths that more than
     half are ordered, p < level (pass), at most half (fail); descriptive without such a repeat."""
-    rule = (f"per repeat over the predicted-stable widths (≥ {min_widths}), Kendall's τ_b(d_m, −log(L_T/L_0)) ≥ "
-            f"{tau_min:.3g} (a run not training ranks slowest); one-sided sign test over repeats that more than half "
-            f"are ordered, p < {level:g}; fail if at most half are")  # fmt: skip
+    rule = (
+        f"per repeat over the predicted-stable widths (≥ {min_widths}), Kendall's τ_b(d_m, −log(L_T/L_0)) ≥ "
+        f"{tau_min:.3g} (a run not training ranks slowest); one-sided sign test over repeats that more than half "
+        f"are ordered, p < {level:g}; fail if at most half are"
+    )
     taus = {}
     for r in np.unique(repeat[eligible]):
         s = eligible & (repeat == r)
         if len(np.unique(width[s])) >= min_widths:
             taus[str(r)] = kendall(width[s], v[s])
-    measured = {"repeats": len(taus), "ordered": int(sum(t >= tau_min for t in taus.values() if np.isfinite(t))),
-                "kendall_tau": {k: rounded(t, 3) for k, t in taus.items()}}  # fmt: skip
+    measured = {
+        "repeats": len(taus),
+        "ordered": int(sum(t >= tau_min for t in taus.values() if np.isfinite(t))),
+        "kendall_tau": {k: rounded(t, 3) for k, t in taus.items()},
+    }
     if not taus:
         return rules.Verdict(rules.DESCRIPTIVE, measured, rule, why_none)
     ordered = np.array([1.0 if np.isfinite(t) and t >= tau_min else -1.0 for t in taus.values()])
@@ -172,15 +196,24 @@ class Protocol(dynamics.Dynamics):
     regime = "protocol"
     scales = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
     assumptions = (
-        "The stated protocol: N = 100, 400 epochs, γ = 1 at every width (step_norm = none), LeCun, τ₀ = d_m^−1/2 and "
-        "d_m^−1; the loss normalisation (½·mean vs ½·sum) and the token norm (‖x‖² ≈ d vs 1) are not stated by the "
-        "paper: both are grid axes (normalisation assumed).",
-        "Cells that differ only in τ₀ or the reduction share their data and init draws (train.draws = common).",
-    ) + dynamics.Dynamics.assumptions[:1] + common.ASSUMPTIONS[:1]
+        (
+            "The stated protocol: N = 100, 400 epochs, γ = 1 at every width (step_norm = none), LeCun, τ₀ = d_m^−1/2 and "
+            "d_m^−1; the loss normalisation (½·mean vs ½·sum) and the token norm (‖x‖² ≈ d vs 1) are not stated by the "
+            "paper: both are grid axes (normalisation assumed).",
+            "Cells that differ only in τ₀ or the reduction share their data and init draws (train.draws = common).",
+        )
+        + dynamics.Dynamics.assumptions[:1]
+        + common.ASSUMPTIONS[:1]
+    )
 
     def __init__(self):
-        super().__init__("wu2023-fig1-protocol", 0.5, "Wu et al. 2023, Fig. 1 / 9 as stated: γ = 1 at every width, "
-                         "each candidate normalisation (½·mean vs ½·sum, ‖x‖² ≈ d vs 1)", protocol_design())  # fmt: skip
+        super().__init__(
+            "wu2023-fig1-protocol",
+            0.5,
+            "Wu et al. 2023, Fig. 1 / 9 as stated: γ = 1 at every width, "
+            "each candidate normalisation (½·mean vs ½·sum, ‖x‖² ≈ d vs 1)",
+            protocol_design(),
+        )
 
     def defaults(self):
         return merge(merge(common.DEFAULTS, {"train": TRAIN}), GRID)
@@ -193,9 +226,12 @@ class Protocol(dynamics.Dynamics):
         ok_w = stable_widths(width, alpha, cand, r["step_ratio"], spec.unstable_at)
         repeat = np.array([f"{a:g}/{b}/{p}" for a, b, p in zip(alpha, cols["block"], cols["rep"], strict=True)])
         trained = ~(r["diverged"] | r["worse"])
-        stab = Claim.of("stability", f"every run with stability ratio < {spec.unstable_at:g} trains stably (the ratio "
-                        "γ·λ_max(K₀)/N under ½·mean, γ·λ_max(K₀) under ½·sum)",
-                        stability_verdict(r, spec.unstable_at, spec.stable_share))  # fmt: skip
+        stab = Claim.of(
+            "stability",
+            f"every run with stability ratio < {spec.unstable_at:g} trains stably (the ratio "
+            "γ·λ_max(K₀)/N under ½·mean, γ·λ_max(K₀) under ½·sum)",
+            stability_verdict(r, spec.unstable_at, spec.stable_share),
+        )
         claims, per_cand, rows = [stab], {}, []
         for key, label in CANDIDATE_LABEL.items():
             c = f"{key[0]}-{key[1]}"
@@ -206,19 +242,31 @@ class Protocol(dynamics.Dynamics):
             eligible = s & np.array([a in judged and w in judged[a] for a, w in zip(alpha, width, strict=True)])
             with np.errstate(invalid="ignore"):
                 top = float(np.nanmax(r["step_ratio"][s]))
-                first = [int(w) for w in np.unique(width[s]) if np.any(r["step_ratio"][s & (width == w)] >= spec.unstable_at)]
-            why = (f"under {label} the step ratio reaches {spec.unstable_at:g} from d_m = {min(first) if first else '—'} "
-                   f"on (max {top:.3g}): fewer than {spec.min_widths} predicted-stable widths for either τ₀, so the "
-                   "step alone decides the ordering (the wide nets cannot train)")  # fmt: skip
+                first = [
+                    int(w) for w in np.unique(width[s]) if np.any(r["step_ratio"][s & (width == w)] >= spec.unstable_at)
+                ]
+            why = (
+                f"under {label} the step ratio reaches {spec.unstable_at:g} from d_m = {min(first) if first else '—'} "
+                f"on (max {top:.3g}): fewer than {spec.min_widths} predicted-stable widths for either τ₀, so the "
+                "step alone decides the ordering (the wide nets cannot train)"
+            )
             ver = ordering_verdict(width, v, repeat, eligible, spec.tau_min, spec.min_widths, spec.level, why)
-            claims.append(Claim.of(f"ordering-{c}", f"{label}: at γ = {spec.gamma:g} wider nets converge faster (the "
-                                   "loss curves ordered by width, panel (a))", ver))  # fmt: skip
+            claims.append(
+                Claim.of(
+                    f"ordering-{c}",
+                    f"{label}: at γ = {spec.gamma:g} wider nets converge faster (the "
+                    "loss curves ordered by width, panel (a))",
+                    ver,
+                )
+            )
             per_cand[c] = {
-                "label": label, "max ratio": rounded(top), "trains at every width": bool(trained[s].all()),
+                "label": label,
+                "max ratio": rounded(top),
+                "trains at every width": bool(trained[s].all()),
                 "predicted stable at every width": bool(np.all(r["step_ratio"][s] < spec.unstable_at)),
                 "predicted-stable widths per τ₀": {f"d_m^-{a:g}": ok_w[(c, a)] for a in ALPHAS if (c, a) in ok_w},
                 "ordering": ver.outcome,
-            }  # fmt: skip
+            }
             per_cand[c]["reproduces"] = per_cand[c]["trains at every width"] and ver.outcome == rules.PASS
             for a in ALPHAS:
                 for w in np.unique(width[s]):
@@ -226,23 +274,51 @@ class Protocol(dynamics.Dynamics):
                     if g.any():
                         with np.errstate(divide="ignore", invalid="ignore"):
                             q = r["loss_T"][g] / r["loss_0"][g]
-                        rows.append([label, f"d_m^-{a:g}", int(w), med(r["step_ratio"][g]),
-                                     f"{int(trained[g].sum())}/{int(g.sum())}", int(r["diverged"][g].sum()),
-                                     med(q), med(r["lambda_min_0"][g]), med(r["lambda_max_0"][g])])  # fmt: skip
+                        rows.append(
+                            [
+                                label,
+                                f"d_m^-{a:g}",
+                                int(w),
+                                med(r["step_ratio"][g]),
+                                f"{int(trained[g].sum())}/{int(g.sum())}",
+                                int(r["diverged"][g].sum()),
+                                med(q),
+                                med(r["lambda_min_0"][g]),
+                                med(r["lambda_max_0"][g]),
+                            ]
+                        )
         good = [per_cand[c]["label"] for c in per_cand if per_cand[c]["reproduces"]]
-        verdict = rules.Verdict(rules.DESCRIPTIVE, {"reproduced by": good, "candidates": per_cand},
-                                "a candidate reproduces the published setting when every run trains at every width "
-                                "and its ordering claim passes", NOT_STATED)  # fmt: skip
-        claims.append(Claim.of("protocol", "protocol (normalisation assumed): the published setting (γ = 1 at every "
-                               "width, every width trains, wider nets faster) is reproduced by the candidate(s) "
-                               f"{', '.join(good) if good else 'none'}", verdict))  # fmt: skip
-        per_run_ratio = {f"{c}/{a:g}/{w}/{b}/{p}": rounded(x) for c, a, w, b, p, x in zip(
-            cand, alpha, width, cols["block"], cols["rep"], r["step_ratio"], strict=True)}  # fmt: skip
-        summary = {"step": f"{spec.step_norm}, γ = {spec.gamma:g}", "T": int(np.asarray(cols["trace_step"][0])[-1]),
-                   "candidates": per_cand, "stability ratio per run (candidate/α/d_m/block/rep)": per_run_ratio}
-        table = ("per candidate, τ₀ and width (medians over repeats)",
-                 ["candidate", "τ₀", "d_m", "stability ratio", "trained", "diverged", "L_T/L_0", "λ_min(K₀)",
-                  "λ_max(K₀)"], rows)  # fmt: skip
+        verdict = rules.Verdict(
+            rules.DESCRIPTIVE,
+            {"reproduced by": good, "candidates": per_cand},
+            "a candidate reproduces the published setting when every run trains at every width "
+            "and its ordering claim passes",
+            NOT_STATED,
+        )
+        claims.append(
+            Claim.of(
+                "protocol",
+                "protocol (normalisation assumed): the published setting (γ = 1 at every "
+                "width, every width trains, wider nets faster) is reproduced by the candidate(s) "
+                f"{', '.join(good) if good else 'none'}",
+                verdict,
+            )
+        )
+        per_run_ratio = {
+            f"{c}/{a:g}/{w}/{b}/{p}": rounded(x)
+            for c, a, w, b, p, x in zip(cand, alpha, width, cols["block"], cols["rep"], r["step_ratio"], strict=True)
+        }
+        summary = {
+            "step": f"{spec.step_norm}, γ = {spec.gamma:g}",
+            "T": int(np.asarray(cols["trace_step"][0])[-1]),
+            "candidates": per_cand,
+            "stability ratio per run (candidate/α/d_m/block/rep)": per_run_ratio,
+        }
+        table = (
+            "per candidate, τ₀ and width (medians over repeats)",
+            ["candidate", "τ₀", "d_m", "stability ratio", "trained", "diverged", "L_T/L_0", "λ_min(K₀)", "λ_max(K₀)"],
+            rows,
+        )
         return Analysis(claims=claims, summary=summary, tables=[table])
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
@@ -254,8 +330,13 @@ class Protocol(dynamics.Dynamics):
         cands = [c for c in (f"{a}-{b}" for a, b in CANDIDATE_LABEL) if (cand == c).any()]
         widths = np.unique(width)
         alphas = [a for a in ALPHAS if (alpha == a).any()]
-        fig, axes = plt.subplots(len(alphas), len(cands) + 1, figsize=(4.2 * (len(cands) + 1), 3.6 * len(alphas)),
-                                 squeeze=False, constrained_layout=True)  # fmt: skip
+        fig, axes = plt.subplots(
+            len(alphas),
+            len(cands) + 1,
+            figsize=(4.2 * (len(cands) + 1), 3.6 * len(alphas)),
+            squeeze=False,
+            constrained_layout=True,
+        )
         for row, a in zip(axes, alphas, strict=True):
             for ax, c in zip(row, cands, strict=False):
                 for w, color in zip(widths, colors(len(widths)), strict=True):
@@ -264,8 +345,13 @@ class Protocol(dynamics.Dynamics):
                         bad = int((r["diverged"] | r["worse"])[s].sum())
                         with np.errstate(over="ignore"), warnings.catch_warnings():
                             warnings.simplefilter("ignore", RuntimeWarning)
-                            logband(ax, t, np.where(L[s] < 1e6 * np.nanmax(r["loss_0"][s]), L[s], np.nan),
-                                    f"d_m = {w}" + (f" ({bad} not trained)" if bad else ""), color)  # fmt: skip
+                            logband(
+                                ax,
+                                t,
+                                np.where(L[s] < 1e6 * np.nanmax(r["loss_0"][s]), L[s], np.nan),
+                                f"d_m = {w}" + (f" ({bad} not trained)" if bad else ""),
+                                color,
+                            )
                 ax.set_yscale("log")
                 ax.set_title(f"{CANDIDATE_LABEL[tuple(c.split('-'))]}, τ₀ = d_m^−{a:g}", fontsize=9)
                 ax.set_xlabel("epoch")
@@ -273,17 +359,25 @@ class Protocol(dynamics.Dynamics):
             ax = row[-1]
             for c, color in zip(cands, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False):
                 s = (cand == c) & (alpha == a)
-                ax.plot(widths, [np.nanmedian(r["step_ratio"][s & (width == w)]) for w in widths], "o-", color=color,
-                        label=CANDIDATE_LABEL[tuple(c.split("-"))])  # fmt: skip
+                ax.plot(
+                    widths,
+                    [np.nanmedian(r["step_ratio"][s & (width == w)]) for w in widths],
+                    "o-",
+                    color=color,
+                    label=CANDIDATE_LABEL[tuple(c.split("-"))],
+                )
             ax.axhline(spec.unstable_at, color="grey", ls=":", lw=1)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("width d_m")
             ax.set_title(f"stability ratio g·λ_max(K₀), τ₀ = d_m^−{a:g} (stable below the dotted line)", fontsize=8)
             ax.legend(fontsize=6)
-        fig.suptitle(f"{self.id}: γ = {spec.gamma:g} (step_norm = {spec.step_norm}), LeCun, "
-                     f"N = {cols['data.N'][0]}, {spec.reps * spec.seeds} repeats (geometric mean ×/÷ sd; runs that "
-                     "blow up are cut)", fontsize=9)  # fmt: skip
+        fig.suptitle(
+            f"{self.id}: γ = {spec.gamma:g} (step_norm = {spec.step_norm}), LeCun, "
+            f"N = {cols['data.N'][0]}, {spec.reps * spec.seeds} repeats (geometric mean ×/÷ sd; runs that "
+            "blow up are cut)",
+            fontsize=9,
+        )
         return plots.save(fig, out, "protocol")
 
 

@@ -71,8 +71,14 @@ class Spec(dynamics.Spec):
     datasets: list[Literal["synthetic", "mnist"]] = Field(list(DATASETS), description="the data sets compared")
 
 
-SMOKE = dict(data={"N": 8, "n_test": 8}, mnist={"N": 8, "n_test": 8}, model={"d_m": [8, 16]},
-             train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2, mnist_gamma=0.1)  # fmt: skip
+SMOKE = dict(
+    data={"N": 8, "n_test": 8},
+    mnist={"N": 8, "n_test": 8},
+    model={"d_m": [8, 16]},
+    train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
+    reps=2,
+    mnist_gamma=0.1,
+)
 CPU = dict(model={"d_m": [16, 64, 256, 1024]}, mnist_d_m=[16, 64, 256], reps=3)
 PAPER = dict(model={"d_m": [16, 64, 256, 1024, 4096]}, mnist={"N": 200}, mnist_d_m=[16, 64, 256, 1024], reps=5)
 
@@ -103,8 +109,10 @@ class Scaling(Experiment):
     ) + common.ASSUMPTIONS[:1]
 
     def defaults(self):
-        return merge(common.DEFAULTS, {"model": {"alpha": [0.5, 1.0]}, "train": TRAIN | {"draws": "common"},
-                                       "mnist": dict(encoder_mnist.DATA)})
+        return merge(
+            common.DEFAULTS,
+            {"model": {"alpha": [0.5, 1.0]}, "train": TRAIN | {"draws": "common"}, "mnist": dict(encoder_mnist.DATA)},
+        )
 
     def cells(self, spec: Spec, run=None) -> list[dict]:
         out = []
@@ -112,8 +120,9 @@ class Scaling(Experiment):
             out += common.stepped_cells(spec)
         if "mnist" in spec.datasets:
             model = spec.model | ({"d_m": spec.mnist_d_m} if spec.mnist_d_m else {})
-            out += common.stepped_cells(spec.model_copy(update={"data": spec.mnist, "model": model,
-                                                                "gamma": spec.mnist_gamma}))  # fmt: skip
+            out += common.stepped_cells(
+                spec.model_copy(update={"data": spec.mnist, "model": model, "gamma": spec.mnist_gamma})
+            )
         return out
 
     def derive(self, table, spec: Spec):
@@ -138,27 +147,59 @@ class Scaling(Experiment):
                 per_width[int(w)] = {"median D": med(Dw), "pairs with D > 0": f"{int(np.sum(Dw > 0))}/{len(Dw)}"}
             measured = v.measured | {"median D": med(D), "per width": per_width}
             data = "the sheet's synthetic data" if name == "synthetic" else "MNIST 3 vs 8 patches"
-            claims.append(Claim.of(f"faster-{name}", f"on {data}, τ₀ = d_m^−1/2 converges faster than d_m^−1 at the "
-                                   "same width and step (paired on common data and init draws)",
-                                   rules.Verdict(v.outcome, measured, v.rule, v.detail),
-                                   "paired over (d_m, block, rep); a run not training counts against"))  # fmt: skip
+            claims.append(
+                Claim.of(
+                    f"faster-{name}",
+                    f"on {data}, τ₀ = d_m^−1/2 converges faster than d_m^−1 at the "
+                    "same width and step (paired on common data and init draws)",
+                    rules.Verdict(v.outcome, measured, v.rule, v.detail),
+                    "paired over (d_m, block, rep); a run not training counts against",
+                )
+            )
             table = {}
             for a in (0.5, 1.0):
                 for w in np.unique(width[s]):
                     g = s & (alpha == a) & (width == w)
                     if g.any():
-                        d = {"lr": rounded(float(cols["train.lr"][g][0]), 6),
-                             "γ_eff·λ_max(K₀)/N": med(r["step_ratio"][g]), "λ_min(K₀)": med(r["lambda_min_0"][g]),
-                             "λ_max(K₀)": med(r["lambda_max_0"][g]), "L_T/L_0": med(np.exp(lq[g])),
-                             "W_Q + W_K share of tr K₀": med(share0[g]) if np.ndim(share0) else None,
-                             "not trained": int(np.sum(~np.isfinite(lq[g])))}  # fmt: skip
+                        d = {
+                            "lr": rounded(float(cols["train.lr"][g][0]), 6),
+                            "γ_eff·λ_max(K₀)/N": med(r["step_ratio"][g]),
+                            "λ_min(K₀)": med(r["lambda_min_0"][g]),
+                            "λ_max(K₀)": med(r["lambda_max_0"][g]),
+                            "L_T/L_0": med(np.exp(lq[g])),
+                            "W_Q + W_K share of tr K₀": med(share0[g]) if np.ndim(share0) else None,
+                            "not trained": int(np.sum(~np.isfinite(lq[g]))),
+                        }
                         table.setdefault(f"d_m^-{a:g}", {})[int(w)] = d
-                        rows.append([name, f"d_m^-{a:g}", int(w), d["lr"], d["γ_eff·λ_max(K₀)/N"], d["λ_min(K₀)"],
-                                     d["L_T/L_0"], d["W_Q + W_K share of tr K₀"], per_width[int(w)]["median D"]])  # fmt: skip
+                        rows.append(
+                            [
+                                name,
+                                f"d_m^-{a:g}",
+                                int(w),
+                                d["lr"],
+                                d["γ_eff·λ_max(K₀)/N"],
+                                d["λ_min(K₀)"],
+                                d["L_T/L_0"],
+                                d["W_Q + W_K share of tr K₀"],
+                                per_width[int(w)]["median D"],
+                            ]
+                        )
             summary[name] = table
-        tab = ("per data set, τ₀ and width (medians over repeats); D = log(L_T/L_0)(d_m^−1) − log(L_T/L_0)(d_m^−1/2)",
-               ["data", "τ₀", "d_m", "lr", "γ_eff·λ_max(K₀)/N", "λ_min(K₀)", "L_T/L_0", "W_Q + W_K share of K₀",
-                "median D"], rows)  # fmt: skip
+        tab = (
+            "per data set, τ₀ and width (medians over repeats); D = log(L_T/L_0)(d_m^−1) − log(L_T/L_0)(d_m^−1/2)",
+            [
+                "data",
+                "τ₀",
+                "d_m",
+                "lr",
+                "γ_eff·λ_max(K₀)/N",
+                "λ_min(K₀)",
+                "L_T/L_0",
+                "W_Q + W_K share of K₀",
+                "median D",
+            ],
+            rows,
+        )
         return Analysis(claims=claims, summary=summary, tables=[tab])
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
@@ -168,8 +209,9 @@ class Scaling(Experiment):
         ds, alpha, width = dataset_of(cols), cols["model.alpha"].astype(float), cols["model.d_m"].astype(int)
         lq = log_q(r)
         names = [n for n in DATASETS if (ds == n).any()]
-        fig, axes = plt.subplots(1, 2 * len(names), figsize=(5 * 2 * len(names), 4), squeeze=False,
-                                 constrained_layout=True)  # fmt: skip
+        fig, axes = plt.subplots(
+            1, 2 * len(names), figsize=(5 * 2 * len(names), 4), squeeze=False, constrained_layout=True
+        )
         for k, name in enumerate(names):
             ax = axes[0, 2 * k]
             widths = np.unique(width[ds == name])
@@ -183,8 +225,12 @@ class Scaling(Experiment):
             ax.legend(fontsize=6)
             ax = axes[0, 2 * k + 1]
             s = ds == name
-            D = {int(w): paired(cols, lq, 0.5, 1.0, ("model.d_m", "block", "rep"), where=s & (width == w),
-                                by="model.alpha") for w in widths}  # fmt: skip
+            D = {
+                int(w): paired(
+                    cols, lq, 0.5, 1.0, ("model.d_m", "block", "rep"), where=s & (width == w), by="model.alpha"
+                )
+                for w in widths
+            }
             for w, d in D.items():
                 ax.plot(np.full(len(d), w), d, "o", color="tab:blue", alpha=0.6)
             ax.axhline(0, color="grey", ls=":", lw=1)
@@ -192,10 +238,14 @@ class Scaling(Experiment):
             ax.set_xticks(widths, [str(w) for w in widths])
             ax.minorticks_off()
             ax.set_xlabel("width d_m")
-            ax.set_title(f"{name}: D = log(L_T/L₀)(d_m^−1) − log(L_T/L₀)(d_m^−1/2) per pair (> 0: d_m^−1/2 faster)",
-                         fontsize=8)  # fmt: skip
-        fig.suptitle(f"{self.id}: LeCun, step γ·16/d_m (γ = {spec.gamma:g} synthetic, {spec.mnist_gamma:g} MNIST), "
-                     f"{spec.reps * spec.seeds} repeats, common draws", fontsize=9)  # fmt: skip
+            ax.set_title(
+                f"{name}: D = log(L_T/L₀)(d_m^−1) − log(L_T/L₀)(d_m^−1/2) per pair (> 0: d_m^−1/2 faster)", fontsize=8
+            )
+        fig.suptitle(
+            f"{self.id}: LeCun, step γ·16/d_m (γ = {spec.gamma:g} synthetic, {spec.mnist_gamma:g} MNIST), "
+            f"{spec.reps * spec.seeds} repeats, common draws",
+            fontsize=9,
+        )
         return plots.save(fig, out, "scaling")
 
 

@@ -58,8 +58,13 @@ from attnlab.parts import register
 
 VIT = {"name": "vit", "depth": 1, "heads": 1, "mlp_ratio": 2.0, "pool": "mean", "pos": "learned", "qkv_bias": True}
 GRID = {"alpha": list(enc.ALPHAS), "init": list(INITS)}
-SMOKE = dict(data={"N": 8, "n_test": 8}, model={"D": [8, 16], "alpha": list(enc.ALPHAS), "init": "lecun"},
-             train={"max_steps": 20, "log_every": 5, "log_dense_until": 5}, reps=2, gamma=0.002)  # fmt: skip
+SMOKE = dict(
+    data={"N": 8, "n_test": 8},
+    model={"D": [8, 16], "alpha": list(enc.ALPHAS), "init": "lecun"},
+    train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
+    reps=2,
+    gamma=0.002,
+)
 # cpu: float32 and D ≤ 64 (the parameters grow ∝ D²: with D = 128 the run took 18.5 min, half of it at 128); no
 # 0-step kernel cells: the Jacobian at D ≥ 10N = 1000 (≈ 10⁷ parameters × N) does not fit in memory here
 CPU = dict(model={"D": [16, 32, 64]} | GRID, train={"dtype": "float32", "log_every": 20}, reps=3)

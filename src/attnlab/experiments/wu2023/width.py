@@ -74,19 +74,25 @@ class Spec(ExperimentSpec):
     gamma: PositiveFloat = Field(1.0, description="step γ; the step used is step(γ, d_m, step_norm)")
     step_norm: Literal["width", "none"] = Field("width", description="width: γ·16/d_m; none: γ at every width")
     step_cap: PositiveFloat | None = Field(
-        1.0, description="largest step used (None: no cap): the width-normalised step assumes λ_max(K₀) ∝ d_m, "
-        "which fails for a few units")  # fmt: skip
+        1.0,
+        description="largest step used (None: no cap): the width-normalised step assumes λ_max(K₀) ∝ d_m, "
+        "which fails for a few units",
+    )
     lazy_drift: PositiveFloat = Field(0.1, description="lazy: max over t of ‖K_t − K_0‖_F/‖K_0‖_F ≤ this")
     target: float = Field(1e-3, gt=0, lt=1, description="reach: final training loss ≤ target × initial training loss")
     k_quadratic: PositiveFloat = Field(2.0, description="exponent of the quadratic sufficient width d_m ∝ N²")
     k_cubic: PositiveFloat = Field(3.0, description="exponent of the cubic reading for τ₀ = d_m^−1/2")
     k_split: PositiveFloat = Field(
-        0.5, description="a bound's claim passes when k's interval lies below bound + k_split (midway to the "
-        "next integer law) and fails above it")  # fmt: skip
+        0.5,
+        description="a bound's claim passes when k's interval lies below bound + k_split (midway to the "
+        "next integer law) and fails above it",
+    )
     level: float = Field(0.95, gt=0, lt=1, description="confidence level of k's profile-likelihood interval")
     judge_bounds: bool = Field(
-        False, description="judge the quadratic/cubic bound claims (else reported: `attnlab audit` gives the "
-        "per-repeat threshold rule power 0.27–0.34 at the cpu design with its run's own noise)")
+        False,
+        description="judge the quadratic/cubic bound claims (else reported: `attnlab audit` gives the "
+        "per-repeat threshold rule power 0.27–0.34 at the cpu design with its run's own noise)",
+    )
 
 
 def lr(spec: Spec, d_m: int) -> float:
@@ -129,7 +135,7 @@ def thresholds(cols: dict, ok: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray,
         if len(bad) == 0:
             lo_, hi_ = -np.inf, d[0]
         else:
-            above = np.flatnonzero(o[bad[-1] + 1:])
+            above = np.flatnonzero(o[bad[-1] + 1 :])
             lo_, hi_ = d[bad[-1]], (d[bad[-1] + 1 + above[0]] if len(above) else np.inf)
         x.append(np.log(key[0]))
         lo.append(lo_)
@@ -145,13 +151,24 @@ def law(cols: dict, ok: np.ndarray, sel: np.ndarray, level: float) -> dict:
     per_N = {}
     for v in np.unique(x):
         s = x == v
-        per_N[f"N={np.exp(v):.0f}"] = {"below grid": int(np.isneginf(lo[s]).sum()),
-                                       "above grid": int(np.isposinf(hi[s]).sum()),
-                                       "median width (interval ends)": [rounded(float(np.exp(np.median(lo[s]))), 4),
-                                                                        rounded(float(np.exp(np.median(hi[s]))), 4)]}  # fmt: skip
-    out = {"k": rounded(fit.b, 4), "ci": [rounded(v, 4) for v in fit.b_ci], "level": level,
-           "log d at log N = 0": rounded(fit.a, 4), "sigma": rounded(fit.sigma, 4), "thresholds": len(x),
-           "censored": {"below grid": fit.left, "above grid": fit.right, "interval": fit.interval}, "per N": per_N}  # fmt: skip
+        per_N[f"N={np.exp(v):.0f}"] = {
+            "below grid": int(np.isneginf(lo[s]).sum()),
+            "above grid": int(np.isposinf(hi[s]).sum()),
+            "median width (interval ends)": [
+                rounded(float(np.exp(np.median(lo[s]))), 4),
+                rounded(float(np.exp(np.median(hi[s]))), 4),
+            ],
+        }
+    out = {
+        "k": rounded(fit.b, 4),
+        "ci": [rounded(v, 4) for v in fit.b_ci],
+        "level": level,
+        "log d at log N = 0": rounded(fit.a, 4),
+        "sigma": rounded(fit.sigma, 4),
+        "thresholds": len(x),
+        "censored": {"below grid": fit.left, "above grid": fit.right, "interval": fit.interval},
+        "per N": per_N,
+    }
     out["excludes"] = {f"N^{p}": bool(np.isfinite(fit.b) and not fit.b_ci[0] <= p <= fit.b_ci[1]) for p in (1, 2, 3)}
     return out
 
@@ -159,8 +176,10 @@ def law(cols: dict, ok: np.ndarray, sel: np.ndarray, level: float) -> dict:
 def bound_verdict(fit: dict, bound: float, split: float, name: str) -> rules.Verdict:
     """k's interval below bound + split: pass; above it: fail; else inconclusive."""
     cut = bound + split
-    rule = (f"{fit['level']:.0%} interval of k (d_lazy ∝ N^k, censored fit) lies below {cut:g} ({name} bound "
-            f"N^{bound:g}, midway to the next law): pass; above {cut:g}: fail")  # fmt: skip
+    rule = (
+        f"{fit['level']:.0%} interval of k (d_lazy ∝ N^k, censored fit) lies below {cut:g} ({name} bound "
+        f"N^{bound:g}, midway to the next law): pass; above {cut:g}: fail"
+    )
     m = {"k": fit["k"], "ci": fit["ci"], "thresholds": fit["thresholds"], "censored": fit["censored"], "cut": cut}
     lo, hi = fit["ci"]
     if fit["k"] is None or lo is None or hi is None:
@@ -169,10 +188,11 @@ def bound_verdict(fit: dict, bound: float, split: float, name: str) -> rules.Ver
     return rules.Verdict(outcome, m, rule, "" if outcome != rules.INCONCLUSIVE else f"interval straddles {cut:g}")
 
 
-BOUND_WHY = ("`attnlab audit wu2023-width --from` the cpu run gives the per-repeat threshold rule power 0.27–0.34 "
-             "against k exactly at the bound (per-run log-scatter of the peak drift 0.79), false pass 0.00; the "
-             "rule's outcome is reported, judged with --set judge_bounds=true on a design whose audit has power")
-
+BOUND_WHY = (
+    "`attnlab audit wu2023-width --from` the cpu run gives the per-repeat threshold rule power 0.27–0.34 "
+    "against k exactly at the bound (per-run log-scatter of the peak drift 0.79), false pass 0.00; the "
+    "rule's outcome is reported, judged with --set judge_bounds=true on a design whose audit has power"
+)
 
 
 def _tag(a: float) -> str:
@@ -196,11 +216,14 @@ class Width(Experiment):
     Spec = Spec
     audit = width_design()
     scales = {
-        "smoke": dict(data={"N": [4, 8], "d": 8, "n_test": 4}, model={"d_m": [2, 8, 32], "alpha": [0.5, 1.0]},
-                      train={"max_steps": 30, "log_every": 10}, reps=2),  # fmt: skip
+        "smoke": dict(
+            data={"N": [4, 8], "d": 8, "n_test": 4},
+            model={"d_m": [2, 8, 32], "alpha": [0.5, 1.0]},
+            train={"max_steps": 30, "log_every": 10},
+            reps=2,
+        ),
         "cpu": dict(data={"N": N_CPU, "d": 32}, model={"d_m": D_M_CPU, "alpha": [0.5, 1.0]}, reps=4),
-        "paper": dict(data={"N": [8, 16, 32, 64], "d": 64}, model={"d_m": D_M_PAPER, "alpha": [0.5, 1.0]},
-                      reps=8),  # fmt: skip
+        "paper": dict(data={"N": [8, 16, 32, 64], "d": 64}, model={"d_m": D_M_PAPER, "alpha": [0.5, 1.0]}, reps=8),
     }
     assumptions = common.ASSUMPTIONS + (
         "Token dimension d = 32 ≥ max N at cpu scale (64 at paper scale): the cubic reading's premise d ≥ N.",
@@ -211,11 +234,14 @@ class Width(Experiment):
     )
 
     def defaults(self):
-        return merge(common.DEFAULTS, {
-            "data": {"n_test": 10},
-            "model": {"init": "lecun"},
-            "train": {"max_steps": 1000, "log_every": 50, "probes": "wu2023"},
-        })  # fmt: skip
+        return merge(
+            common.DEFAULTS,
+            {
+                "data": {"n_test": 10},
+                "model": {"init": "lecun"},
+                "train": {"max_steps": 1000, "log_every": 50, "probes": "wu2023"},
+            },
+        )
 
     def cells(self, spec, run=None) -> list[dict]:
         return [c | {"train.lr": lr(spec, c["model.d_m"])} for c in expand(spec)]
@@ -223,32 +249,56 @@ class Width(Experiment):
     def analyse(self, cols, spec: Spec) -> Analysis:
         is_lazy, reach = lazy(cols, spec.lazy_drift), reached(cols, spec.target)
         alpha = cols["model.alpha"].astype(float)
-        summary: dict = {"runs": len(alpha), "lazy": rounded(is_lazy.mean(), 4), "reached target": rounded(reach.mean(), 4),
-                         "diverged runs": int(np.sum(cols["status"] == "diverged")),
-                         "epochs": int(cols["train.max_steps"][0]), "lazy drift": spec.lazy_drift}  # fmt: skip
+        summary: dict = {
+            "runs": len(alpha),
+            "lazy": rounded(is_lazy.mean(), 4),
+            "reached target": rounded(reach.mean(), 4),
+            "diverged runs": int(np.sum(cols["status"] == "diverged")),
+            "epochs": int(cols["train.max_steps"][0]),
+            "lazy drift": spec.lazy_drift,
+        }
         claims = []
         bound = (lambda v: v) if spec.judge_bounds else (lambda v: v.reported(BOUND_WHY))
         for a in np.unique(alpha):
             s = alpha == a
             lazy_law, reach_law = law(cols, is_lazy, s, spec.level), law(cols, reach, s, spec.level)
-            summary[f"α = {a:g}"] = {"lazy width d_lazy ∝ N^k": lazy_law, "loss-target width ∝ N^k": reach_law,
-                                     "median peak kernel drift per (N, d_m)": _peak_table(cols, s)}  # fmt: skip
+            summary[f"α = {a:g}"] = {
+                "lazy width d_lazy ∝ N^k": lazy_law,
+                "loss-target width ∝ N^k": reach_law,
+                "median peak kernel drift per (N, d_m)": _peak_table(cols, s),
+            }
             tag = _tag(a)
-            claims.append(Claim.of(
-                f"quadratic-{tag}", f"τ₀ = d_m^−{a:g}: the width at which training becomes lazy grows no faster "
-                f"than the quadratic sufficient width (d_lazy ∝ N^k, k < {spec.k_quadratic + spec.k_split:g})",
-                bound(bound_verdict(lazy_law, spec.k_quadratic, spec.k_split, "quadratic"))))  # fmt: skip
+            claims.append(
+                Claim.of(
+                    f"quadratic-{tag}",
+                    f"τ₀ = d_m^−{a:g}: the width at which training becomes lazy grows no faster "
+                    f"than the quadratic sufficient width (d_lazy ∝ N^k, k < {spec.k_quadratic + spec.k_split:g})",
+                    bound(bound_verdict(lazy_law, spec.k_quadratic, spec.k_split, "quadratic")),
+                )
+            )
             if a == 0.5:
-                claims.append(Claim.of(
-                    f"cubic-{tag}", f"τ₀ = d_m^−1/2: the lazy width grows no faster than the cubic reading "
-                    f"(k < {spec.k_cubic + spec.k_split:g})",
-                    bound(bound_verdict(lazy_law, spec.k_cubic, spec.k_split, "cubic"))))  # fmt: skip
-            claims.append(Claim.of(
-                f"exponent-{tag}", f"τ₀ = d_m^−{a:g}: the exponent k of the lazy width d_lazy ∝ N^k",
-                _descriptive(lazy_law, "reported with its interval and the laws N, N², N³ it excludes")))  # fmt: skip
-            claims.append(Claim.of(
-                f"target-width-{tag}", f"τ₀ = d_m^−{a:g}: the exponent of the width reaching the loss target in "
-                "the epoch budget", _descriptive(reach_law, "the loss-target width depends on the epoch budget")))  # fmt: skip
+                claims.append(
+                    Claim.of(
+                        f"cubic-{tag}",
+                        f"τ₀ = d_m^−1/2: the lazy width grows no faster than the cubic reading "
+                        f"(k < {spec.k_cubic + spec.k_split:g})",
+                        bound(bound_verdict(lazy_law, spec.k_cubic, spec.k_split, "cubic")),
+                    )
+                )
+            claims.append(
+                Claim.of(
+                    f"exponent-{tag}",
+                    f"τ₀ = d_m^−{a:g}: the exponent k of the lazy width d_lazy ∝ N^k",
+                    _descriptive(lazy_law, "reported with its interval and the laws N, N², N³ it excludes"),
+                )
+            )
+            claims.append(
+                Claim.of(
+                    f"target-width-{tag}",
+                    f"τ₀ = d_m^−{a:g}: the exponent of the width reaching the loss target in the epoch budget",
+                    _descriptive(reach_law, "the loss-target width depends on the epoch budget"),
+                )
+            )
         return Analysis(claims=claims, summary=summary)
 
     def figures(self, cols, spec: Spec, analysis: Analysis, out: Path) -> list[Path]:
