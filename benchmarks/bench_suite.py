@@ -24,32 +24,32 @@ import sys
 import numpy as np
 from rich.console import Console
 
-from attnlab import bench
+from attnlab.bench import baseline, report, runner, suites, torch_models
 from attnlab.errors import AttnlabError
 
 
 def check_same_function(torch, suite: str) -> None:
     """attnlab's model and the suite's module: same f, loss and gradients on shared parameters, on
     the widest cell of the suite's default scale; the same init law."""
-    _, _, cells = bench.suite_cells(suite)
-    cell = max(cells, key=lambda c: bench.SUITES[suite].flops(bench.model_hparams(c))["forward"])
-    d = bench.check_model(torch, suite, cell)
+    _, _, cells = suites.suite_cells(suite)
+    cell = max(cells, key=lambda c: suites.SUITES[suite].flops(suites.model_hparams(c))["forward"])
+    d = baseline.check_model(torch, suite, cell)
     assert d.pop("untrained_without_grad") == 1.0, "fixed parameters must get no gradient"
     for k, err in d.items():
         assert err < 1e-3 if k.startswith("grad") else err < 1e-4, (suite, k, err)
     if suite == "jiang2024":  # the init law: U(±1/√fan_in)/init_scale, as attnlab's
-        fresh = bench._paper_model(torch)(1024, 512, 512, 16.0)
+        fresh = torch_models._paper_model(torch)(1024, 512, 512, 16.0)
         bound = 1 / 1024**0.5 / 16
         w = fresh.W_Q.weight.detach().numpy()
         assert np.abs(w).max() <= bound and np.abs(w).max() > 0.99 * bound
         assert abs(w.std() - bound / 3**0.5) < 0.01 * bound
     else:
-        for name, (a, t, n) in bench.init_rms(torch, suite, cell).items():
+        for name, (a, t, n) in baseline.init_rms(torch, suite, cell).items():
             assert abs(t / a - 1) < 5 / (2 * n) ** 0.5, (suite, name, a, t, n)
 
 
 def check_suite(suite: str) -> dict:
-    r = bench.run_suite(suite, cells=2, scale="smoke", progress=False, console=Console(stderr=True), gemm_n=256)
+    r = runner.run_suite(suite, cells=2, scale="smoke", progress=False, console=Console(stderr=True), gemm_n=256)
     a, b, ratio, g = r["attnlab"], r["baseline"], r["ratio"], r["agreement"]
     assert r["cells"] == 2 and b["cells"] == 2 and not b["extrapolated"], b
     for k in ("steady", "whole", "steady_cpu_time", "whole_cpu_time"):
@@ -66,18 +66,18 @@ def check_suite(suite: str) -> dict:
 
 def check() -> int:
     try:
-        torch = bench.import_torch()
+        torch = baseline.import_torch()
     except AttnlabError as e:
         print(f"bench check FAILED: {e}", file=sys.stderr)
         return 1
-    for suite in bench.SUITES:
+    for suite in suites.SUITES:
         check_same_function(torch, suite)
         print(
             f"ok: {suite}: the PyTorch baseline computes attnlab's f, loss and gradients on the same parameters; "
             "same init law"
         )
         r = check_suite(suite)
-        bench.render(r, Console())
+        report.render(r, Console())
         print(f"ok: {suite}: 2-cell smoke run of the suite end to end")
     return 0
 

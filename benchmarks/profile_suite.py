@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab import bench
 from attnlab import train as T
+from attnlab.bench import flops, suites
 from attnlab.problem import Composition
 from attnlab.sweep import executors, grid
 
@@ -88,13 +88,13 @@ def profile_chunk(ch: executors.Chunk, steps: int) -> dict:
     data, train, fixed, opt = start_fn(v)
     K = len(cells)
     per_step = _timed(steps_fn, v, data, train, fixed, opt) / (K * steps)
-    loop = bench.Loop.of(cells[0])
+    loop = flops.Loop.of(cells[0])
     n_judged = sum(sum(1 for t in range(s + 1) if loop.judged(t)) for s in stops) if loop.batch else 0
     per_judged = _timed(full_fn, data, train, fixed) / K if loop.batch else 0.0
-    loops = [bench.Loop.of(c) for c in cells]
-    real = sum(bench.loop_passes(lp, int(s))["forward_backward"] for lp, s in zip(loops, stops, strict=True))
+    loops = [flops.Loop.of(c) for c in cells]
+    real = sum(flops.loop_passes(lp, int(s))["forward_backward"] for lp, s in zip(loops, stops, strict=True))
     rows = sum(
-        bench.loop_passes(lp, int(s), n_pad=pads.get("data.N"))["forward_backward"]
+        flops.loop_passes(lp, int(s), n_pad=pads.get("data.N"))["forward_backward"]
         for lp, s in zip(loops, stops, strict=True)
     )
     parts = {
@@ -130,8 +130,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=50, help="steps timed per cell for the per-step cost")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    exp, spec, all_cells = bench.suite_cells(args.suite, args.scale)
-    cells = bench.select_cells(all_cells, args.cells, args.seed)
+    exp, spec, all_cells = suites.suite_cells(args.suite, args.scale)
+    cells = suites.select_cells(all_cells, args.cells, args.seed)
     chunks = executors.plan(cells, set(), spec.memory_budget_gb * 1e9, exp.tags)
     by_size = sorted(chunks, key=lambda c: (dict(c.pads).get("data.N", 0), -len(c.cells)))
     pick = [by_size[0], by_size[-1], *by_size[1:-1]][: args.chunks] if len(by_size) > 1 else by_size

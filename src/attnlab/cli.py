@@ -476,10 +476,10 @@ def bench_cmd(
     (needs the `bench` extra: `make bench` or `pip install torch==2.13.0`)."""
     import json
 
-    from attnlab import bench
+    from attnlab.bench import report, runner
 
     try:
-        report = bench.run_suite(
+        report = runner.run_suite(
             suite,
             cells,
             baseline_cells,
@@ -493,7 +493,7 @@ def bench_cmd(
     except AttnlabError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(2) from None
-    bench.render(report, out)
+    report.render(report, out)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2))

@@ -14,8 +14,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from attnlab import bench
 from attnlab import train as T
+from attnlab.bench import baseline, flops, measure, report, runner, suites
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import cell_parts
@@ -27,80 +27,80 @@ from attnlab.sweep import grid
 
 @pytest.fixture(scope="module")
 def paper_cells():
-    return bench.suite_cells("jiang2024", "paper")[2]
+    return suites.suite_cells("jiang2024", "paper")[2]
 
 
 def test_subset_is_seeded_and_spread_over_the_grid(paper_cells):
-    sel = bench.select_cells(paper_cells, 100, seed=0)
+    sel = suites.select_cells(paper_cells, 100, seed=0)
     ids = [grid.cell_id(c) for c in sel]
     assert len(sel) == 100 and len(set(ids)) == 100
-    assert ids == [grid.cell_id(c) for c in bench.select_cells(paper_cells, 100, seed=0)]  # seeded
-    assert set(ids) != {grid.cell_id(c) for c in bench.select_cells(paper_cells, 100, seed=1)}
-    assert bench.grid_axes(paper_cells) == ["data.N", "data.mu"]
+    assert ids == [grid.cell_id(c) for c in suites.select_cells(paper_cells, 100, seed=0)]  # seeded
+    assert set(ids) != {grid.cell_id(c) for c in suites.select_cells(paper_cells, 100, seed=1)}
+    assert suites.grid_axes(paper_cells) == ["data.N", "data.mu"]
     N = np.array([c["data.N"] for c in sel])
     mu = np.array([c["data.mu"] for c in sel])
     assert sorted(set(N)) == list(range(2, 21, 2)) and all((N == n).sum() == 10 for n in set(N))
     for n in set(N):  # along ‖μ‖ within every N: from the bottom decile to the top one
         assert mu[N == n].min() <= 10 and mu[N == n].max() >= 91
     assert len({c["rep"] for c in sel}) > 3
-    assert len(bench.select_cells(paper_cells[:5], 100)) == 5 and bench.select_cells(paper_cells, 0) == []
+    assert len(suites.select_cells(paper_cells[:5], 100)) == 5 and suites.select_cells(paper_cells, 0) == []
 
 
 def test_flop_count_by_hand():
-    s = bench.Shape(M=2, d=3, d_h=2, d_v=1)
+    s = flops.Shape(M=2, d=3, d_h=2, d_v=1)
     # forward: X W_Q, X W_K 2·2·3·2 = 24 each; X W_V 2·2·3·1 = 12; Q Kᵀ 2·2·2·2 = 16; (X W_V) w_O 2·2·1 = 4; ā·v 2·2 = 4
     # backward: W_Q, W_K, W_V 24 + 24 + 12; Q and K in S 2·16; X W_V in v 4; ā and v in f 2·4
-    assert bench.flops_per_sample(s) == {"forward": 84, "backward": 104}
-    assert bench.flops_update(s) == 2 * 3 * (2 + 2 + 1)
-    per = bench.flops_per_sample(s) | {"update": bench.flops_update(s)}
+    assert flops.flops_per_sample(s) == {"forward": 84, "backward": 104}
+    assert flops.flops_update(s) == 2 * 3 * (2 + 2 + 1)
+    per = flops.flops_per_sample(s) | {"update": flops.flops_update(s)}
     # attnlab: 3 passes of 4 samples, 2 updates, final forward of 4 + 6 samples
-    loop = bench.Loop(N=4, n_test=6, max_steps=10)
-    assert bench.cell_flops(per, loop, stop=2) == 3 * 4 * 188 + 2 * 30 + 10 * 84
+    loop = flops.Loop(N=4, n_test=6, max_steps=10)
+    assert flops.cell_flops(per, loop, stop=2) == 3 * 4 * 188 + 2 * 30 + 10 * 84
     # paper loop: forward of 4 + 6 samples at 3 steps, backward of 4 samples and an update at 2
-    paper = bench.Loop(N=4, n_test=6, max_steps=10, test_every_step=True)
-    assert bench.cell_flops(per, paper, stop=2, protocol="paper") == 3 * 10 * 84 + 2 * (4 * 104 + 30)
-    w = bench.Shape(M=2, d=3, d_h=2, d_v=1, train_w_O=True)
-    assert bench.flops_per_sample(w)["backward"] == 104 + 4 and bench.flops_update(w) == 30 + 2
+    paper = flops.Loop(N=4, n_test=6, max_steps=10, test_every_step=True)
+    assert flops.cell_flops(per, paper, stop=2, protocol="paper") == 3 * 10 * 84 + 2 * (4 * 104 + 30)
+    w = flops.Shape(M=2, d=3, d_h=2, d_v=1, train_w_O=True)
+    assert flops.flops_per_sample(w)["backward"] == 104 + 4 and flops.flops_update(w) == 30 + 2
     with pytest.raises(ValueError, match="protocol"):
-        bench.cell_flops(per, loop, 2, protocol="other")
+        flops.cell_flops(per, loop, 2, protocol="other")
 
 
 def test_flop_counts_of_the_li2023_and_wu2023_models_by_hand():
     hp = lmodel.Hparams(L=2, d=3, m=2, m_a=1, m_b=1, init="gaussian")
     # forward: W_Q x, W_K x 2·2·3·1 = 12 each; W_V x 12; q kᵀ 2·4·1 = 8; A V 8; W_O h 2·2·1·2 = 8; aᵀ ReLU 2·2·2 = 8;
     # mean 4. backward: the projections 36 again; q, k 16; A, V 16; H, W_O 16; ReLU(·) 8; mean 4
-    assert bench.flops_li2023(hp) == {"forward": 72, "backward": 96, "update": 2 * (2 * 3 + 3 + 2)}
+    assert flops.flops_li2023(hp) == {"forward": 72, "backward": 96, "update": 2 * (2 * 3 + 3 + 2)}
     hp = wmodel.Hparams(d_s=2, d=3, d_m=2)
     # forward: 3 projections 2·2·3·2 = 24 each; S 2·4·2 = 16; φV 16; pooling 2·2·2 = 8; w_Oᵀh 4.
     # backward: projections 72; Q, K 32; φ, V 32; ReLU(A) 8; w_O, h 8
-    assert bench.flops_wu2023(hp) == {"forward": 116, "backward": 152, "update": 2 * (3 * 2 * 3 + 2)}
+    assert flops.flops_wu2023(hp) == {"forward": 116, "backward": 152, "update": 2 * (3 * 2 * 3 + 2)}
 
 
 def test_loop_passes_with_mini_batches_by_hand():
     # N = 5, b = 2: batches of 2, 2, 1 per epoch; judged at t = 0, 3 (stop_every 3); stopped at t = 4
-    loop = bench.Loop(N=5, n_test=7, max_steps=20, batch=2, stop_every=3)
+    loop = flops.Loop(N=5, n_test=7, max_steps=20, batch=2, stop_every=3)
     assert [loop.rows(t) for t in range(5)] == [2, 2, 1, 2, 2]
-    assert bench.loop_passes(loop, 4) == {"forward_backward": 9, "forward": 2 * 5 + 5 + 7, "updates": 4}
+    assert flops.loop_passes(loop, 4) == {"forward_backward": 9, "forward": 2 * 5 + 5 + 7, "updates": 4}
     # padded to 8 rows: every batch is b rows, every pass over the training set 8
-    assert bench.loop_passes(loop, 4, n_pad=8) == {"forward_backward": 10, "forward": 2 * 8 + 8 + 7, "updates": 4}
+    assert flops.loop_passes(loop, 4, n_pad=8) == {"forward_backward": 10, "forward": 2 * 8 + 8 + 7, "updates": 4}
     # paper loop: backward at t < 4, forward of the stop step's batch, the judged passes, the test set once
-    assert bench.loop_passes(loop, 4, "paper") == {"forward_backward": 7, "forward": 2 + 2 * 5 + 7, "updates": 4}
+    assert flops.loop_passes(loop, 4, "paper") == {"forward_backward": 7, "forward": 2 + 2 * 5 + 7, "updates": 4}
 
 
 def test_batch_order_is_the_engines():
-    exp, _, cells = bench.suite_cells("li2023", "smoke")
+    exp, _, cells = suites.suite_cells("li2023", "smoke")
     c = cells[0] | {"train.max_steps": 12, "train.batch_size": 3}
     N = c["data.N"]
     *_, v = cell_parts(c, exp.tags)
     cfg = T.TrainConfig(max_steps=12, batch_size=3)
     assert N % 3  # a short last batch in every epoch
     for n_pad in (N, N + 5):
-        order = bench.batch_order(c, exp.tags, n_pad)
+        order = baseline.batch_order(c, exp.tags, n_pad)
         data = {"X": jnp.arange(n_pad), "y": jnp.zeros(n_pad), "mask": jnp.arange(n_pad) < N}
         for t in range(13):
             X, _, m = T._batch(cfg, data, v, t)
             np.testing.assert_array_equal(np.asarray(X)[np.asarray(m)], order[t], err_msg=f"step {t}, n_pad {n_pad}")
-    assert bench.batch_order(cells[0] | {"train.batch_size": 0}, exp.tags) is None
+    assert baseline.batch_order(cells[0] | {"train.batch_size": 0}, exp.tags) is None
 
 
 def _xla_flops(fn, *args):
@@ -113,13 +113,13 @@ def _xla_flops(fn, *args):
 @pytest.mark.parametrize("which", ["jiang2024", "li2023", "wu2023"])
 def test_flop_count_agrees_with_xla_cost_analysis(which):
     part, hp, count = {
-        "jiang2024": (jmodel.PART, jmodel.Hparams(M=4, d=64, d_h=32, d_v=32), bench.flops_jiang2024),
+        "jiang2024": (jmodel.PART, jmodel.Hparams(M=4, d=64, d_h=32, d_v=32), flops.flops_jiang2024),
         "li2023": (
             lmodel.PART_VIT,
             lmodel.Hparams(L=12, d=24, m=16, m_a=8, m_b=8, init="gaussian"),
-            bench.flops_li2023,
+            flops.flops_li2023,
         ),
-        "wu2023": (wmodel.PART, wmodel.Hparams(d_s=8, d=16, d_m=32), bench.flops_wu2023),
+        "wu2023": (wmodel.PART, wmodel.Hparams(d_s=8, d=16, d_m=32), flops.flops_wu2023),
     }[which]
     p = part.init(jax.random.PRNGKey(0), hp)
     tokens = hp.M if which == "jiang2024" else hp.L if which == "li2023" else hp.d_s
@@ -142,7 +142,7 @@ def test_flop_count_agrees_with_xla_cost_analysis(which):
 def test_agreement_statistics():
     a = [0.1, 0.3, 0.15, np.nan, 0.5]
     b = [0.12, 0.1, 0.25, 0.2, 0.5]
-    g = bench.agreement(a, b, level=0.2, a_stop=[3, 4, 5, 6, 7], b_stop=[3, 5, 5, 1, 9])
+    g = measure.agreement(a, b, level=0.2, a_stop=[3, 4, 5, 6, 7], b_stop=[3, 5, 5, 1, 9])
     assert g["cells"] == 4 and g["non_finite_pairs"] == 1
     assert g["mean_abs_diff"] == pytest.approx((0.02 + 0.2 + 0.1 + 0.0) / 4)
     assert g["max_abs_diff"] == pytest.approx(0.2)
@@ -152,25 +152,25 @@ def test_agreement_statistics():
     assert g["same_stop_step"] == 2 and g["mean_abs_stop_diff"] == pytest.approx((0 + 1 + 0 + 2) / 4)
     lo, hi = g["mean_diff_ci95"]
     assert lo < g["mean_diff_a_minus_b"] < hi and g["wilcoxon_p"] is None  # too few nonzero pairs for a test
-    assert bench.agreement([np.nan], [1.0])["mean_abs_diff"] is None
+    assert measure.agreement([np.nan], [1.0])["mean_abs_diff"] is None
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 1, 40)
-    assert bench.agreement(x, x + 0.1)["wilcoxon_p"] < 1e-6  # a systematic shift is detected
-    assert bench.agreement(x, x + rng.normal(0, 0.01, 40))["wilcoxon_p"] > 0.01
+    assert measure.agreement(x, x + 0.1)["wilcoxon_p"] < 1e-6  # a systematic shift is detected
+    assert measure.agreement(x, x + rng.normal(0, 0.01, 40))["wilcoxon_p"] > 0.01
     # li2023: success = zero test error (≤ 0); wu2023: a loss ratio ≤ 10⁻³, compared on log10
-    g = bench.agreement([0.0, 0.01, 0.0], [0.0, 0.0, 0.02], level=0.0, op="<=")
+    g = measure.agreement([0.0, 0.01, 0.0], [0.0, 0.0, 0.02], level=0.0, op="<=")
     assert g["a_success"] == 2 and g["b_success"] == 2 and g["different_side"] == 2 and "a_below_level" not in g
-    g = bench.agreement([1e-5, 1e-2, 0.0], [1e-4, 1e-3, 1e-6], level=1e-3, op="<=", log=True)
+    g = measure.agreement([1e-5, 1e-2, 0.0], [1e-4, 1e-3, 1e-6], level=1e-3, op="<=", log=True)
     assert g["cells"] == 2 and g["non_finite_pairs"] == 1  # log10 of 0 is left out
     assert g["mean_abs_diff"] == pytest.approx(1.0) and g["different_side"] == 1 and g["difference_of"] == "log10"
-    g = bench.agreement([1e-5, 1e-2, 0.0], [1e-4, 1e-3, 1e-15], level=1e-3, op="<=", log=True, floor=1e-10)
+    g = measure.agreement([1e-5, 1e-2, 0.0], [1e-4, 1e-3, 1e-15], level=1e-3, op="<=", log=True, floor=1e-10)
     assert g["cells"] == 3 and g["mean_abs_diff"] == pytest.approx(2 / 3)  # 0 and 10⁻¹⁵ are both the floor
     with pytest.raises(ValueError, match="op"):
-        bench.agreement(x, x, op=">")
+        measure.agreement(x, x, op=">")
 
 
 def test_report_from_synthetic_measurements():
-    exp, _, cells = bench.suite_cells("jiang2024", "smoke")
+    exp, _, cells = suites.suite_cells("jiang2024", "smoke")
     cells = cells[:4]
     stops = np.array([10, 20, 30, 40])
     attn = {
@@ -206,7 +206,7 @@ def test_report_from_synthetic_measurements():
         "cpu_s": np.array([6.0, 10.0]),
         "peak_rss_mb": 900.0,
     }
-    r = bench.build_report(
+    r = report.build_report(
         suite="jiang2024",
         experiment=exp.id,
         scale="smoke",
@@ -228,27 +228,27 @@ def test_report_from_synthetic_measurements():
     assert r["baseline"]["extrapolated"] and "sub-subset of 2 of the 4" in r["notes"][0]
     assert r["agreement"]["cells"] == 2 and r["agreement"]["different_side"] == 1  # 0.3 vs 0.15
     assert r["agreement"]["mean_abs_diff"] == pytest.approx((0.15 + 0.01) / 2)
-    s = bench.Shape.of(cells[0])
-    per = bench.flops_per_sample(s) | {"update": bench.flops_update(s)}
-    loop = lambda c, paper=False: bench.Loop(c["data.N"], c["data.n_test"], c["train.max_steps"], test_every_step=paper)  # noqa: E731
-    useful = sum(bench.cell_flops(per, loop(c), int(t)) for c, t in zip(cells, stops, strict=True))
+    s = flops.Shape.of(cells[0])
+    per = flops.flops_per_sample(s) | {"update": flops.flops_update(s)}
+    loop = lambda c, paper=False: flops.Loop(c["data.N"], c["data.n_test"], c["train.max_steps"], test_every_step=paper)  # noqa: E731
+    useful = sum(flops.cell_flops(per, loop(c), int(t)) for c, t in zip(cells, stops, strict=True))
     assert r["attnlab"]["flops_useful"] == useful
     assert r["attnlab"]["peak_fraction_steady"] == pytest.approx(useful / 2.0 / 1e10, rel=1e-3)
     assert r["attnlab"]["model_steps"] == 100 and r["baseline"]["model_steps"] == 60
-    paper = sum(bench.cell_flops(per, loop(cells[i], True), t, "paper") for i, t in ((1, 20), (3, 40)))
-    same = sum(bench.cell_flops(per, loop(cells[i]), t) for i, t in ((1, 20), (3, 40)))
+    paper = sum(flops.cell_flops(per, loop(cells[i], True), t, "paper") for i, t in ((1, 20), (3, 40)))
+    same = sum(flops.cell_flops(per, loop(cells[i]), t) for i, t in ((1, 20), (3, 40)))
     assert r["baseline"]["flops"] == paper
     assert r["ratio"]["work_baseline_over_attnlab"] == pytest.approx(paper / same, rel=1e-3)
     assert r["per_cell"][1]["baseline_test_loss"] == 0.15 and "baseline_test_loss" not in r["per_cell"][0]
     json.dumps(r)  # JSON-ready
     console = Console(record=True, width=140)
-    bench.render(r, console)
+    report.render(r, console)
     text = console.export_text()
     assert "s / cell (steady)" in text and "8.00×" in text and "different sides of 0.2" in text
 
 
 def test_attnlab_side_on_two_smoke_cells():
-    r = bench.run_suite(
+    r = runner.run_suite(
         "jiang2024", cells=2, baseline_cells=0, scale="smoke", progress=False, console=Console(quiet=True), gemm_n=128
     )
     a = r["attnlab"]
@@ -260,9 +260,9 @@ def test_attnlab_side_on_two_smoke_cells():
 
 
 def test_missing_torch_is_one_clear_error(monkeypatch):
-    monkeypatch.setattr(bench, "torch_available", lambda: False)
+    monkeypatch.setattr(runner, "torch_available", lambda: False)
     with pytest.raises(AttnlabError, match=r"make bench.*torch==2\.13\.0"):
-        bench.run_suite("jiang2024", cells=2, scale="smoke")
+        runner.run_suite("jiang2024", cells=2, scale="smoke")
     r = CliRunner().invoke(app, ["bench", "--scale", "smoke", "--cells", "2"])
     assert r.exit_code == 2 and "make bench" in r.output
 
@@ -282,11 +282,11 @@ def test_cli_bench_help_and_bad_input():
 
 
 def test_a_recipe_the_baseline_does_not_implement_is_one_clear_error():
-    _, _, cells = bench.suite_cells("li2023", "smoke")
-    s = bench.SUITES["li2023"]
+    _, _, cells = suites.suite_cells("li2023", "smoke")
+    s = suites.SUITES["li2023"]
     s.check(cells[0])
     with pytest.raises(AttnlabError, match=r"li2023 serial baseline.*train\.optimizer"):
         s.check(cells[0] | {"train.optimizer": "adam"})
     s.check(cells[0] | {"train.optimizer": "adam"}, baseline=False)  # attnlab alone: only the model matters
     with pytest.raises(AttnlabError, match="know model 'wu2023'"):
-        bench.SUITES["wu2023"].check(cells[0], baseline=False)
+        suites.SUITES["wu2023"].check(cells[0], baseline=False)
