@@ -130,16 +130,16 @@ def jax_cache_env() -> dict:
 
 @pytest.fixture(scope="module")
 def mnist():
-    from attnlab.data import images
+    from attnlab.datasets import mnist as dmnist
 
-    return images.load_mnist()
+    return dmnist.load_mnist()
 
 
 @pytest.fixture(scope="module")
 def fashion():
-    from attnlab.data import images
+    from attnlab.datasets import fashion_mnist as dfashion
 
-    return images.load_fashion_mnist()
+    return dfashion.load_fashion_mnist()
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def _record(kind_name: str, digest: str, static: dict, pads: dict) -> str:
 
 
 def _cache() -> Path:
-    from attnlab.data.images import cache_dir
+    from attnlab.datasets.common import cache_dir
 
     return cache_dir() / "fastcheck"
 

@@ -166,9 +166,9 @@ def read_params(path: str) -> tuple[dict[str, np.ndarray], str]:
 
 def write_params(params: dict, directory: str | Path | None = None) -> tuple[str, str]:
     """Store parameters for ``train.init_from``: (path, params_sha256) of ``<directory>/<sha256>.npz``
-    (default directory: ``params`` in attnlab's cache, :func:`attnlab.data.images.cache_dir`).
+    (default directory: ``params`` in attnlab's cache, :func:`attnlab.datasets.common.cache_dir`).
     The name is the content's digest, so an existing file of that name is kept as it is."""
-    from attnlab.data.images import cache_dir
+    from attnlab.datasets.common import cache_dir
     from attnlab.sweep.store import atomic_write_bytes
 
     params = {k: np.asarray(v) for k, v in params.items()}

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnlab.data import image_ops
 from attnlab.data import images as I
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import ExperimentSpec, expand, merge, parse_sets
@@ -64,12 +65,12 @@ def test_images_part_pool_is_built_once_and_matches_the_pipeline(mnist):
     assert sh["X"].shape == (200, 16, 49) and sh["X_test"].shape == (20, 16, 49) and sh["X"].dtype == np.float32
     assert sh["y"].sum() == 0 and sh["y_test"].sum() == 0  # balanced pool and test split
     # every pool sample is an MNIST 3 (+1) or 8 (−1) training image, scaled to [0, 1] and patchified
-    x38, y38 = I.class_subset(mnist.x_train, mnist.y_train, "3,8")
-    bank = {I.patchify(I.to_unit(im), 7).tobytes(): lab for im, lab in zip(x38, y38, strict=True)}
+    x38, y38 = image_ops.class_subset(mnist.x_train, mnist.y_train, "3,8")
+    bank = {image_ops.patchify(image_ops.to_unit(im), 7).tobytes(): lab for im, lab in zip(x38, y38, strict=True)}
     for X, y in zip(sh["X"], sh["y"], strict=True):
         assert bank[X.tobytes()] == y
-    xt, yt = I.class_subset(mnist.x_test, mnist.y_test, "3,8")
-    test_bank = {I.patchify(I.to_unit(im), 7).tobytes(): lab for im, lab in zip(xt, yt, strict=True)}
+    xt, yt = image_ops.class_subset(mnist.x_test, mnist.y_test, "3,8")
+    test_bank = {image_ops.patchify(image_ops.to_unit(im), 7).tobytes(): lab for im, lab in zip(xt, yt, strict=True)}
     assert all(test_bank[X.tobytes()] == y for X, y in zip(sh["X_test"], sh["y_test"], strict=True))
 
 
@@ -92,7 +93,7 @@ def test_images_cells_draw_their_own_balanced_subsets():
     key = jax.random.PRNGKey(3)
     y = jnp.asarray(shared["y"])
     np.testing.assert_array_equal(
-        I.order(key, y, True), I.balanced_order(np.asarray(jax.random.permutation(key, len(y))), shared["y"])
+        I.order(key, y, True), image_ops.balanced_order(np.asarray(jax.random.permutation(key, len(y))), shared["y"])
     )
 
 

@@ -5,7 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnlab.data import image_ops
 from attnlab.data import images as I
+from attnlab.datasets import mnist as dmnist
 from attnlab.experiments import get
 from attnlab.experiments.jiang2024 import fig2
 
@@ -26,9 +28,9 @@ def test_layout_is_one_digit_token_among_eight_noise_tokens(pool):
     assert set(np.unique(share)) == {0.0, 1.0}  # every token of every image is all digit or all noise
     assert np.all(share[:, 4] == 1) and np.all(np.delete(share, 4, axis=1) == 0)  # the centre token is the digit
     # the centre token is the whole digit, pixels in [0, 1]; the noise tokens are N(0, σ²) with σ = 1
-    mnist = I.load_mnist()
-    x, _ = I.class_subset(mnist.x_train, mnist.y_train, "0,1")
-    bank = {I.to_unit(im).ravel().tobytes() for im in x}
+    mnist = dmnist.load_mnist()
+    x, _ = image_ops.class_subset(mnist.x_train, mnist.y_train, "0,1")
+    bank = {image_ops.to_unit(im).ravel().tobytes() for im in x}
     assert all(pool["X"][i, 4].tobytes() in bank for i in range(len(pool["X"])))
     noise = np.delete(pool["X"], 4, axis=1)
     assert abs(noise.std() - 1.0) < 0.01 and abs(noise.mean()) < 0.01

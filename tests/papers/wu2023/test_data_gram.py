@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnlab import ntk
-from attnlab.data import images as I
+from attnlab.data import image_ops
 from attnlab.experiments import get
 from attnlab.experiments.wu2023 import data_gram as G
 
@@ -14,11 +14,11 @@ from attnlab.experiments.wu2023 import data_gram as G
 def test_input_gram_does_not_depend_on_the_patch_size_and_relu_gram_is_the_limit_ntk():
     rng = np.random.default_rng(0)
     imgs = rng.standard_normal((6, 28, 28))
-    g7, g28 = G.grams(I.patchify(imgs, 7)), G.grams(I.patchify(imgs, 28))
+    g7, g28 = G.grams(image_ops.patchify(imgs, 7)), G.grams(image_ops.patchify(imgs, 28))
     np.testing.assert_allclose(g7["input"], g28["input"], rtol=1e-12)  # patching permutes a sample's pixels
     flat = imgs.reshape(6, -1)
     np.testing.assert_allclose(g7["input"], flat @ flat.T, rtol=1e-12)
-    X = I.patchify(imgs, 7)
+    X = image_ops.patchify(imgs, 7)
     with jax.enable_x64(True):
         limit = np.asarray(ntk.limit_ntk(X, init="lecun", d_m=None))
     np.testing.assert_allclose(g7["relu"], 49 * limit, rtol=1e-10)  # κ₁ of the mean tokens = d·K_∞ under LeCun

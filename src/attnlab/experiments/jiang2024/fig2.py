@@ -56,7 +56,8 @@ import pyarrow as pa
 from pydantic import Field, PositiveFloat
 
 from attnlab import plots
-from attnlab.data import images
+from attnlab.data import image_ops, images
+from attnlab.datasets import common as dcommon
 from attnlab.experiments import jiang2024 as common
 from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec, rounded
 from attnlab.experiments.jiang2024 import phase
@@ -152,7 +153,7 @@ def with_snr(cols: dict) -> dict:
 def layout(s: dict) -> dict[str, int]:
     """Tokens of a centred image that are pure image, pure noise, or mixed (cut by a patch edge)."""
     side, _ = images.image_shape(s)
-    h = s["crop"] or images.INFO[s["dataset"]].side
+    h = s["crop"] or dcommon.INFO[s["dataset"]].side
     off = np.array([[(side - h) // 2] * 2])
     share = images.image_mask(s, off)[0].mean(axis=1)
     return {
@@ -254,7 +255,7 @@ class Fig2(Experiment):
             X = np.asarray(images.with_signal(pool["X"][first], pool["offset"][first], float(sv), s))
             snr_v = float(cols["snr"][np.argmax(cols["data.signal"] == sv)])
             for i in range(2):
-                img = images.unpatchify(X[i], s["patch"], (side, side))
+                img = image_ops.unpatchify(X[i], s["patch"], (side, side))
                 axes[i, j].imshow(img, cmap="gray", vmin=-3 * s["sigma"], vmax=max(1.0, sv) * 0.8)
                 axes[i, j].set_xticks([])
                 axes[i, j].set_yticks([])

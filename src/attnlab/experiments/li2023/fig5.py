@@ -59,7 +59,7 @@ import pyarrow.compute as pc
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from attnlab import plots, rules
-from attnlab.data import images
+from attnlab.data import image_ops, images
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, rounded, t_summary
 from attnlab.experiments.li2023.audit import IMAGES
@@ -95,7 +95,7 @@ class Spec(ExperimentSpec):
     def _pair(cls, v):
         if v in ("", None):
             return ""
-        c = images.parse_classes(v)
+        c = image_ops.parse_classes(v)
         if len(c) != 2 or c[0] == c[1]:
             raise ValueError("expected two distinct classes such as '4,9' (4v9 on the command line)")
         return f"{c[0]},{c[1]}"
