@@ -110,7 +110,9 @@ def test_fashion_mnist_shapes_labels_and_checksum(fashion):
     assert fashion.x_train.shape == (60000, 28, 28) and fashion.x_test.shape == (10000, 28, 28)
     assert fashion.x_train.dtype == np.uint8 and fashion.y_train.dtype == np.int64
     assert np.bincount(fashion.y_train).tolist() == [6000] * 10 and np.bincount(fashion.y_test).tolist() == [1000] * 10
-    assert dcommon.array_sha256(fashion.x_train, fashion.y_train, fashion.x_test, fashion.y_test) == FASHION_ARRAYS_SHA256
+    assert (
+        dcommon.array_sha256(fashion.x_train, fashion.y_train, fashion.x_test, fashion.y_test) == FASHION_ARRAYS_SHA256
+    )
     assert fashion.class_names[0] == "T-shirt/top" and fashion.class_names[9] == "Ankle boot"
 
 
