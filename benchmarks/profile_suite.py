@@ -36,6 +36,7 @@ from attnlab import train as T
 from attnlab.bench import flops, suites
 from attnlab.problem import Composition
 from attnlab.sweep import executors, grid
+from attnlab.train import step as per_cell
 
 
 def _timed(fn, *args, repeats: int = 3) -> float:
@@ -66,22 +67,22 @@ def profile_chunk(ch: executors.Chunk, steps: int) -> dict:
 
     one = lambda f: jax.jit(lambda *a: jax.lax.map(lambda x: f(*x), a))  # noqa: E731
     data_fn = one(lambda v1: problem.make_data(v1["key"], v1, shared))
-    start_fn = one(lambda v1: T._start(problem, cfg, v1, shared))
+    start_fn = one(lambda v1: per_cell.start(problem, cfg, v1, shared))
 
     def run_steps(v1, data, train, fixed, opt):
         def body(t, c):
             tr, os = c
-            _, grads = T._step_loss(problem, cfg, tr, fixed, data, v1, t)
-            return T._update(problem, cfg, grads, os, tr, v1["lr"])
+            _, grads = per_cell.step_loss(problem, cfg, tr, fixed, data, v1, t)
+            return per_cell.update(problem, cfg, grads, os, tr, v1["lr"])
 
         return jax.lax.fori_loop(0, steps, body, (train, opt))[0]
 
     steps_fn = one(run_steps)
-    full_fn = one(lambda data, train, fixed: T._full_loss(problem, train, fixed, data)[0])
-    final_fn = one(lambda data, train, fixed: T._final_metrics(problem, cfg, train, fixed, data))
+    full_fn = one(lambda data, train, fixed: per_cell.full_loss(problem, train, fixed, data)[0])
+    final_fn = one(lambda data, train, fixed: per_cell.final_metrics(problem, cfg, train, fixed, data))
     test_fn = one(
         lambda data, train, fixed: problem.loss.fn(
-            T._vapply(problem, {**train, **fixed}, data["X_test"])[0], data["y_test"]
+            per_cell.vapply(problem, {**train, **fixed}, data["X_test"])[0], data["y_test"]
         ).mean()
     )
 

@@ -102,10 +102,10 @@ def _free_compiled_programs():
 
     import jax
 
-    from attnlab import train
+    from attnlab.train import bucket
 
     _PEAK["mappings"] = max(_PEAK["mappings"], _mappings())
-    train._PROGRAMS.clear()
+    bucket.PROGRAMS.clear()
     jax.clear_caches()
     gc.collect()
 

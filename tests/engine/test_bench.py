@@ -23,6 +23,7 @@ from attnlab.models import jiang2024 as jmodel
 from attnlab.models import li2023 as lmodel
 from attnlab.models import wu2023 as wmodel
 from attnlab.sweep import grid
+from attnlab.train import step as per_cell
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +99,7 @@ def test_batch_order_is_the_engines():
         order = baseline.batch_order(c, exp.tags, n_pad)
         data = {"X": jnp.arange(n_pad), "y": jnp.zeros(n_pad), "mask": jnp.arange(n_pad) < N}
         for t in range(13):
-            X, _, m = T._batch(cfg, data, v, t)
+            X, _, m = per_cell.batch(cfg, data, v, t)
             np.testing.assert_array_equal(np.asarray(X)[np.asarray(m)], order[t], err_msg=f"step {t}, n_pad {n_pad}")
     assert baseline.batch_order(cells[0] | {"train.batch_size": 0}, exp.tags) is None
 

@@ -17,6 +17,7 @@ from attnlab.data import jiang2024 as jdata
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.problem import Composition
 from attnlab.sweep import executors, grid
+from attnlab.train import types
 
 # the fixed cell, written out in full (so that its id depends on nothing but this literal)
 CELL = {
@@ -265,6 +266,6 @@ def test_training_and_test_sets_come_from_independent_streams():
 def test_the_independence_check_can_fail(monkeypatch):
     """Mutation check: with the test stream given the data stream's id, the first test sample is
     the first training sample, so the test above would fail."""
-    monkeypatch.setattr(T, "STREAMS", T.STREAMS | {"test": T.STREAMS["data"]})
+    monkeypatch.setattr(types, "STREAMS", T.STREAMS | {"test": T.STREAMS["data"]})
     data, _ = _sets()
     np.testing.assert_array_equal(data["X_test"][0], data["X"][0])

@@ -18,7 +18,8 @@ from attnlab.errors import AttnlabError
 from attnlab.experiments.base import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import grid
-from attnlab.train import CAP, CONVERGED, DIVERGED, TrainConfig, log_schedule, train_bucket, train_reference
+from attnlab.train import CAP, CONVERGED, DIVERGED, TrainConfig, bucket, log_schedule, train_bucket, train_reference
+from attnlab.train import step as per_cell
 from helpers import METRICS, assert_same, bucket_of, cell_of, run_bucket, run_reference, x64
 
 # a bucket that exercises the stop rule, the cap, padding (N = 2 … 8) and per-cell lr / ‖μ‖ / N;
@@ -191,7 +192,7 @@ def test_minibatch_batches_cover_each_epoch_once():
     for epoch in range(2):
         taken = []
         for j in range(2):
-            X, y, mask = T._batch(cfg, data, v, jnp.int32(2 * epoch + j))
+            X, y, mask = per_cell.batch(cfg, data, v, jnp.int32(2 * epoch + j))
             assert mask.tolist() == ([True] * 4 if j == 0 else [True, True, False, False])
             taken += np.asarray(X)[np.asarray(mask)].astype(int).tolist()
         assert sorted(taken) == list(range(N))  # padding never drawn
@@ -227,7 +228,7 @@ def test_lr_mult_scales_only_its_group():
     train = {k: jnp.ones(2) for k in ("W_Q", "W_K", "W_V")}
     grads = {k: jnp.full(2, 0.5) for k in train}
     cfg = TrainConfig()
-    opt = T._optimizer(problem, cfg, 0.1, train)
+    opt = per_cell.optimizer(problem, cfg, 0.1, train)
     upd, _ = opt.update(grads, opt.init(train), train)
     np.testing.assert_allclose(upd["W_Q"], -0.15)
     np.testing.assert_allclose(upd["W_K"], -0.15)
@@ -362,8 +363,8 @@ def test_compiled_programs_are_kept_for_the_most_recent_buckets_only(monkeypatch
     import gc
     import weakref
 
-    monkeypatch.setattr(T, "PROGRAMS_KEPT", 2)
-    monkeypatch.setattr(T, "_PROGRAMS", type(T._PROGRAMS)())
+    monkeypatch.setattr(bucket, "PROGRAMS_KEPT", 2)
+    monkeypatch.setattr(bucket, "PROGRAMS", type(bucket.PROGRAMS)())
     comp, static, _ = bucket_of([CELLS[0]])
     v = grid.batch_inputs(comp, [CELLS[0]])
     built = T.PROGRAMS_BUILT["count"]
@@ -373,13 +374,13 @@ def test_compiled_programs_are_kept_for_the_most_recent_buckets_only(monkeypatch
             train_bucket(
                 comp.problem(static, PADS), comp.train_config(static), v, cache_key=name, strategy="sequential"
             )
-        return T._PROGRAMS[("_programs", name, comp.train_config(static))]
+        return bucket.PROGRAMS[("programs", name, comp.train_config(static))]
 
     first = weakref.ref(run("a"))
     run("b")
     run("a")  # reused, and now the most recent
     run("c")  # drops "b"
-    assert [k[1] for k in T._PROGRAMS] == ["a", "c"]
+    assert [k[1] for k in bucket.PROGRAMS] == ["a", "c"]
     assert T.PROGRAMS_BUILT["count"] - built == 3
     run("d")  # drops "a"
     gc.collect()
@@ -399,7 +400,7 @@ def test_the_reference_is_compiled_once_per_shape_and_gives_the_uncached_numbers
     with x64(CELLS[0]):
         cached = [train_reference(comp.problem(static, pads), cfg, v, cache_key=cache_key) for v in vs]
         assert T.PROGRAMS_BUILT["count"] - built == 1
-        ref = T._PROGRAMS[("_reference", cache_key, cfg)]
+        ref = bucket.PROGRAMS[("_reference", cache_key, cfg)]
         fns = [ref.start, ref.step_loss, ref.full_loss, ref.update, ref.final] + [f for _, _, f in ref.recorders]
         assert all(f._cache_size() == 1 for f in fns), [f._cache_size() for f in fns]
         for v, c in zip(vs, cached, strict=True):

@@ -29,7 +29,7 @@ Baseline: one model at a time, in plain PyTorch as a paper's own script trains i
 the same draws), ``torch.optim.SGD``, the cell's loss, batch size, stop rule and cap; jiang2024
 evaluates the test loss at every step (the released scripts do), the others the test set once at
 the stop. Its data are attnlab's (the cell's own key), and so are its mini-batches (the order
-:func:`attnlab.train._batch` draws, :func:`batch_order`): only the init differs, so outcomes agree
+:func:`attnlab.train.step.batch` draws, :func:`batch_order`): only the init differs, so outcomes agree
 statistically, not bit for bit. Data and batch order are drawn outside its timer. PyTorch threads
 (:class:`Baseline`): every core for jiang2024; for the small li2023 and wu2023 models the faster of
 1 and every core on short runs (``--baseline-threads`` overrides). With ``--baseline-cells`` <

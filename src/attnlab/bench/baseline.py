@@ -67,7 +67,7 @@ def cell_data(cell: dict, tags=()) -> dict[str, np.ndarray]:
 
 def batch_order(cell: dict, tags=(), n_pad: int | None = None) -> list[np.ndarray] | None:
     """The training-sample indices of the mini-batch of every step t = 0 … max_steps, as the
-    engine draws them (:func:`attnlab.train._batch`: epoch e = ⌊t/n_b⌋ is a permutation of the N
+    engine draws them (:func:`attnlab.train.step.batch`: epoch e = ⌊t/n_b⌋ is a permutation of the N
     samples from fold_in(batch stream, e), batch j = t mod n_b its j-th slice of b); None for
     full batch. ``n_pad``: the padded training-set size the engine ran the cell at (its random
     draw has that length)."""

@@ -131,7 +131,7 @@ class Loop:
         )
 
     def rows(self, t: int, n_pad: int | None = None) -> int:
-        """Samples in the batch of step t (the engine's order: :func:`attnlab.train._batch`); with
+        """Samples in the batch of step t (the engine's order: :func:`attnlab.train.step.batch`); with
         ``n_pad`` the rows the engine computes (a padded batch is b rows, a full batch n_pad)."""
         if not self.batch:
             return n_pad or self.N

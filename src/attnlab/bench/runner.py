@@ -24,6 +24,7 @@ from attnlab.experiments.base import table_columns
 from attnlab.problem import Composition
 from attnlab.sweep import executors, grid
 from attnlab.sweep.store import Store
+from attnlab.train import bucket
 
 # ---------------------------------------------------------------- statistics
 
@@ -54,7 +55,7 @@ def aot_compile(chunks: list[executors.Chunk], strategy: str | None = None) -> d
         with jax.enable_x64(static.get("train.dtype", "float32") == "float64"):
             v = {k: jnp.asarray(x) for k, x in grid.batch_inputs(comp, list(ch.cells)).items()}
             shared = comp.shared(static)
-            progs = T._programs(problem, cfg)
+            progs = bucket.programs(problem, cfg)
             t0 = time.perf_counter()
             if strategy == "sequential":
                 lowered = [progs.sequential.lower(v, shared)]
