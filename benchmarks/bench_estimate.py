@@ -25,7 +25,7 @@ BAND = (0.5, 2.0)
 
 ONE = """
 import json, sys, time
-from attnlab.experiments.base import dry_run
+from attnlab.experiments.pipeline import dry_run
 from attnlab.experiments.sweep import SCALE, UserGrid, sweep
 grid = UserGrid.of(sys.argv[1])
 t0 = time.perf_counter()

@@ -28,8 +28,8 @@ from scipy import stats
 
 from attnlab import theory
 from attnlab.experiments import get
-from attnlab.experiments.base import reproduce, table_columns
 from attnlab.experiments.jiang2024 import data
+from attnlab.experiments.pipeline import reproduce, table_columns
 
 
 def statistics(logS, logN, success, mean_pts, n_boot, seed):

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.experiments import get
-from attnlab.experiments.base import table_columns
+from attnlab.experiments.pipeline import table_columns
 from attnlab.sweep import executors, grid
 from attnlab.sweep.store import Store
 

@@ -44,7 +44,7 @@ def reproduce(
     """Run (or resume) a paper experiment into ``out`` (default results/ID-SCALE), as
     ``attnlab reproduce``; ``kw``: executor, progress, config, force. Returns the verdict."""
     from attnlab.experiments import get
-    from attnlab.experiments.base import reproduce as run
+    from attnlab.experiments.pipeline import reproduce as run
 
     target = Path(out) if out is not None else Path("results") / f"{exp_id}-{scale}"
     return run(get(exp_id), scale, target, sets=list(sets or []), **kw)

@@ -101,7 +101,7 @@ class Control:
 
 def run_control(exp, control: Control, out: Path, progress: bool = False) -> dict[str, Any]:
     """Run (or resume) one control into ``out`` and judge it: every expected outcome met?"""
-    from attnlab.experiments.base import reproduce
+    from attnlab.experiments.pipeline import reproduce
 
     verdict = reproduce(exp, control.scale, out, sets=list(control.sets), progress=progress)
     got = {c["id"]: c["outcome"] for c in verdict["claims"]}

@@ -16,7 +16,8 @@ from rich.table import Table
 
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get, registry
-from attnlab.experiments.base import SCALES, reproduce
+from attnlab.experiments.base import SCALES
+from attnlab.experiments.pipeline import reproduce
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="attnlab: experiments on shallow transformers.")
 err = Console(stderr=True)
@@ -163,7 +164,7 @@ def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run, estima
 
 
 def _print_plan(exp, spec, estimate: bool = False) -> None:
-    from attnlab.experiments.base import dry_run
+    from attnlab.experiments.pipeline import dry_run
     from attnlab.report import fmt_text
 
     plan = dry_run(exp, spec, estimate)
@@ -336,7 +337,7 @@ def audit_cmd(
 
 def _audit_one(exp_id, scale, sims, seed, from_dir, out_dir, controls, quiet) -> dict:
     from attnlab import audit
-    from attnlab.experiments.base import load_results, rebuild, table_columns
+    from attnlab.experiments.pipeline import load_results, rebuild, table_columns
 
     stored = None
     if from_dir is not None:
@@ -403,7 +404,7 @@ def report_cmd(
     import os
 
     from attnlab import report
-    from attnlab.experiments.base import load_results, rebuild
+    from attnlab.experiments.pipeline import load_results, rebuild
 
     try:
         stored, seen = [], set()

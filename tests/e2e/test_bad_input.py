@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
-from attnlab.experiments.base import parse_sets
+from attnlab.experiments.config import parse_sets
 from attnlab.experiments.sweep import UserGrid
 
 runner = CliRunner()

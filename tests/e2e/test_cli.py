@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
-from attnlab.experiments.base import resolve_name
+from attnlab.experiments.config import resolve_name
 from attnlab.models import jiang2024 as jmodel
 from helpers import use_part
 

@@ -25,8 +25,8 @@ from attnlab import train
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
-from attnlab.experiments.base import reproduce
 from attnlab.experiments.jiang2024 import tiny_cell
+from attnlab.experiments.pipeline import reproduce
 from attnlab.sweep import executors, grid
 from attnlab.sweep.executors import RayExecutor, plan, run_cells
 from attnlab.sweep.store import Store

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from attnlab import report
 from attnlab.cli import app
-from attnlab.experiments.base import rebuild
+from attnlab.experiments.pipeline import rebuild
 
 runner = CliRunner()
 
@@ -180,7 +180,7 @@ def test_a_smoke_report_says_its_verdicts_mean_nothing(smoke, tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(smoke("jiang2024-fig1").out, run)
-    from attnlab.experiments.base import rebuild
+    from attnlab.experiments.pipeline import rebuild
 
     rebuild(run)
     page = (run / "report.html").read_text()

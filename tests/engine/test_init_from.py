@@ -10,7 +10,7 @@ import pytest
 
 from attnlab import problem as P
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import executors, grid
 from helpers import bucket_of, run_reference

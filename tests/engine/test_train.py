@@ -15,7 +15,7 @@ import pytest
 
 from attnlab import train as T
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.sweep import grid
 from attnlab.train import CAP, CONVERGED, DIVERGED, TrainConfig, bucket, log_schedule, train_bucket, train_reference

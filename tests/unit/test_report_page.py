@@ -182,7 +182,7 @@ def test_descriptive_claims_are_listed_apart_and_not_counted(tmp_path):
 
 def test_every_claim_of_a_run_gets_a_regime(tmp_path):
     """A claim without its own regime takes the experiment's; an unknown regime is an error."""
-    from attnlab.experiments.base import finish
+    from attnlab.experiments.pipeline import finish
 
     exp = get("jiang2024-fig1")
 

@@ -15,7 +15,7 @@ from attnlab.bench.flops import Loop
 from attnlab.bench.measure import cpu_count, rss_mb
 from attnlab.bench.suites import Suite, get_suite, model_hparams
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import cell_parts
+from attnlab.experiments.pipeline import cell_parts
 from attnlab.parts import tokens
 from attnlab.problem import Composition
 from attnlab.sweep import grid

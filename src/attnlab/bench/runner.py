@@ -20,7 +20,7 @@ from attnlab.bench.measure import gemm_flops_jax, rss_mb
 from attnlab.bench.report import build_report
 from attnlab.bench.suites import get_suite, select_cells, suite_cells
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import table_columns
+from attnlab.experiments.pipeline import table_columns
 from attnlab.problem import Composition
 from attnlab.sweep import executors, grid
 from attnlab.sweep.store import Store

@@ -3,7 +3,7 @@ recipe, any of their fields as grid axes, run through the same pipeline as a pap
 
 A user grid is an :class:`~attnlab.experiments.base.Experiment` whose spec is the researcher's
 own TOML file (or dict), so it is expanded into cells, trained, stored, resumed and
-compatibility-checked exactly as ``attnlab reproduce`` does (:func:`~attnlab.experiments.base.run_spec`).
+compatibility-checked exactly as ``attnlab reproduce`` does (:func:`~attnlab.experiments.pipeline.run_spec`).
 It lives beside the paper packages, not in :mod:`attnlab.sweep`, because it is an experiment: the
 engine (grid, store, executors) knows no experiment.
 
@@ -48,19 +48,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 
 from attnlab import problem as P
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import (
-    Analysis,
-    Experiment,
-    ExperimentSpec,
-    cell_parts,
-    check_executor,
-    check_loaded,
-    check_size,
-    check_values,
-    expand,
-    read_toml,
-    run_spec,
-)
+from attnlab.experiments.base import Analysis, Experiment
+from attnlab.experiments.config import ExperimentSpec, check_loaded, check_size, check_values, expand, read_toml
+from attnlab.experiments.pipeline import cell_parts, check_executor, run_spec
 
 SCALE = "user"  # a user grid has one scale: its own spec
 DEFAULT_METRICS = ("test_loss", "test_error")
@@ -543,7 +533,7 @@ def table_of(out: Path) -> tuple[str, list[str], list[list], tuple | None]:
     its per-grid-point table and :func:`paired_table`, from spec.json and results.parquet."""
     import pyarrow.parquet as pq
 
-    from attnlab.experiments.base import table_columns
+    from attnlab.experiments.pipeline import table_columns
 
     spec = Spec.model_validate_json(Path(out, "spec.json").read_text())
     cols = table_columns(pq.read_table(Path(out, "results.parquet")))

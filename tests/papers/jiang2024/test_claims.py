@@ -7,7 +7,7 @@ import pytest
 
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import data, tiny_cell
 
 REPS = 5

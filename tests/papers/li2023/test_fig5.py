@@ -11,8 +11,8 @@ import pytest
 from attnlab import problem as P
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
-from attnlab.experiments.base import reproduce
 from attnlab.experiments.li2023 import fig5
+from attnlab.experiments.pipeline import reproduce
 from attnlab.sweep import grid
 from fixtures.cifar import make_cifar10
 from helpers import bucket_of

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.train import CAP
 from helpers import assert_same, cell_of, run_bucket, run_reference
 

@@ -13,7 +13,7 @@ from jax.test_util import check_grads
 from pydantic import ValidationError
 
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.models import vit as model
 from attnlab.problem import part
 from helpers import assert_same, cell_of, run_bucket, run_reference

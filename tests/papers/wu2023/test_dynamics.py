@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.wu2023 import D_REF, step
 from attnlab.experiments.wu2023 import dynamics as dyn
 from attnlab.sweep import grid

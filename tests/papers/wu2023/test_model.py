@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from attnlab.data import wu2023 as data
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.models import wu2023 as model
 from helpers import METRICS, assert_same, cell_of, run_bucket, run_reference
 

@@ -9,7 +9,7 @@ each is a parameter or a documented convention, listed in every report.
 from __future__ import annotations
 
 from attnlab.data import jiang2024 as data
-from attnlab.experiments.base import ExperimentSpec, expand
+from attnlab.experiments.config import ExperimentSpec, expand
 
 ASSUMPTIONS = (
     "Sample i has label +1 for even i and −1 for odd i (exactly balanced sets for even N); sample 0 is the "

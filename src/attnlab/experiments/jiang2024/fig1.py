@@ -43,7 +43,8 @@ from pathlib import Path
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab.experiments import jiang2024 as common
-from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec
+from attnlab.experiments.base import Analysis, Experiment
+from attnlab.experiments.config import ExperimentSpec
 from attnlab.experiments.jiang2024 import phase
 from attnlab.experiments.jiang2024.audit import phase_design
 from attnlab.parts import register

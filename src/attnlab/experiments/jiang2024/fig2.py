@@ -59,7 +59,8 @@ from attnlab import plots
 from attnlab.data import image_ops, images
 from attnlab.datasets import common as dcommon
 from attnlab.experiments import jiang2024 as common
-from attnlab.experiments.base import Analysis, Experiment, ExperimentSpec, rounded
+from attnlab.experiments.base import Analysis, Experiment, rounded
+from attnlab.experiments.config import ExperimentSpec
 from attnlab.experiments.jiang2024 import phase
 from attnlab.experiments.jiang2024.audit import phase_design
 from attnlab.parts import register

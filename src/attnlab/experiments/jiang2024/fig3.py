@@ -45,7 +45,8 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 from attnlab import plots, rules, theory
 from attnlab.audit import Control
 from attnlab.experiments import jiang2024 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.config import ExperimentSpec, expand, merge
 from attnlab.experiments.jiang2024.audit import dynamics_design
 from attnlab.parts import register
 

@@ -37,7 +37,8 @@ from pydantic import Field
 
 from attnlab import rules, theory
 from attnlab.experiments import li2023 as common
-from attnlab.experiments.base import Claim, merge, rounded
+from attnlab.experiments.base import Claim, rounded
+from attnlab.experiments.config import merge
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.li2023.audit import diagram_design
 from attnlab.experiments.li2023.phase import Diagram, DiagramSpec

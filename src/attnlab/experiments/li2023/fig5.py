@@ -61,7 +61,8 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_va
 from attnlab import plots, rules
 from attnlab.data import image_ops, images
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, rounded, t_summary
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
+from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.li2023.audit import IMAGES
 from attnlab.parts import register
 from attnlab.problem import write_params

@@ -41,7 +41,8 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from attnlab import plots, rules, theory
 from attnlab.data import li2023 as ldata
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.config import ExperimentSpec, expand
 
 CROSSED, BELOW, ABOVE, FLAT = "crossed", "below grid", "above grid", "not increasing"
 

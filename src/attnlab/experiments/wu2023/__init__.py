@@ -53,7 +53,7 @@ def step(gamma: float, d_m: int, step_norm: str) -> float:
 
 def stepped_cells(spec) -> list[dict]:
     """The spec's cells, each with the step γ_eff of its width (d_m, or the ViT's D)."""
-    from attnlab.experiments.base import expand
+    from attnlab.experiments.config import expand
     from attnlab.experiments.wu2023.analysis import width_key
 
     return [c | {"train.lr": step(spec.gamma, c[width_key(c)], spec.step_norm)} for c in expand(spec)]

@@ -101,7 +101,7 @@ def per_run(cols, unstable_at: float) -> dict[str, np.ndarray]:
 
 def add_run_columns(table: pa.Table, unstable_at: float) -> pa.Table:
     """The results table with the per-run quantities of :func:`per_run` as columns."""
-    from attnlab.experiments.base import table_columns
+    from attnlab.experiments.pipeline import table_columns
 
     for k, v in per_run(table_columns(table), unstable_at).items():
         if k not in table.column_names:

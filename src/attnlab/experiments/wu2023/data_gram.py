@@ -65,7 +65,9 @@ from pydantic import Field, PositiveFloat
 from scipy import stats
 
 from attnlab import ntk, plots, rules
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, rounded, t_summary, trained_cells
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
+from attnlab.experiments.config import ExperimentSpec
+from attnlab.experiments.pipeline import trained_cells
 from attnlab.experiments.wu2023.audit import gram_design
 from attnlab.parts import register
 

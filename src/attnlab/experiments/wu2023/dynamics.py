@@ -150,7 +150,8 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from attnlab import plots
 from attnlab.errors import AttnlabError
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, ExperimentSpec, expand, merge, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.config import ExperimentSpec, expand, merge
 from attnlab.experiments.wu2023.analysis import (
     INITS,
     TRAIN,

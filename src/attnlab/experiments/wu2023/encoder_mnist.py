@@ -108,7 +108,9 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab import plots, rules
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, merge, rounded, trained_cells
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.config import merge
+from attnlab.experiments.pipeline import trained_cells
 from attnlab.experiments.wu2023 import dynamics
 from attnlab.experiments.wu2023.analysis import (
     INITS,

@@ -75,7 +75,8 @@ from scipy import stats
 
 from attnlab import plots, rules
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, merge, rounded
+from attnlab.experiments.base import Analysis, Claim, rounded
+from attnlab.experiments.config import merge
 from attnlab.experiments.wu2023 import dynamics
 from attnlab.experiments.wu2023.analysis import TRAIN, colors, logband, med, per_run, stability_verdict, trace
 from attnlab.experiments.wu2023.audit import protocol_design

@@ -53,7 +53,8 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab import plots, rules
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, merge, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.config import merge
 from attnlab.experiments.wu2023 import dynamics, encoder_mnist
 from attnlab.experiments.wu2023.analysis import TRAIN, add_run_columns, colors, logband, med, paired, per_run, trace
 from attnlab.experiments.wu2023.audit import scaling_design

@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from pydantic import Field, PositiveFloat
 
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import merge
+from attnlab.experiments.config import merge
 from attnlab.experiments.wu2023 import encoder_mnist as enc
 from attnlab.experiments.wu2023.analysis import INITS, TRAIN
 from attnlab.experiments.wu2023.audit import VIT_MNIST_LEVELS, VIT_MNIST_SOURCE, mnist_design

@@ -1,0 +1,378 @@
+"""The pipeline from a spec to a verdict: plan, train (through the engine), derive, analyse,
+figures, report; resuming, dry runs, and reading a results directory back."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pydantic import ValidationError
+
+from attnlab import problem as P
+from attnlab import rules
+from attnlab.errors import AttnlabError
+from attnlab.experiments.base import Experiment
+from attnlab.experiments.config import ExperimentSpec, format_validation_error
+
+# ---------------------------------------------------------------- pipeline
+
+
+@dataclass
+class Trained:
+    """A trained cell rebuilt from its results row: the row (without its parameters), the cell's
+    fields, its bucket's static fields and Problem, its per-cell inputs ``v`` (key, batched
+    fields), its data as it was trained on (drawn again from the cell's key) and its saved final
+    parameters."""
+
+    row: dict
+    cell: dict
+    static: dict
+    problem: Any
+    v: dict
+    data: dict
+    params: dict
+
+
+def cell_parts(cell: dict, tags: tuple[str, ...] = ()):
+    """(composition, static fields, its own padded sizes, per-cell inputs v) of one cell: what
+    rebuilding its Problem and drawing its data again from its key take."""
+    import jax.numpy as jnp
+
+    from attnlab.sweep import grid
+
+    comp = P.Composition.of(cell, tuple(tags))
+    static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
+    pads = {f: cell[f] for f in comp.size_fields()}
+    v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [cell]).items()}
+    return comp, static, pads, v
+
+
+def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
+    """Yield a :class:`Trained` per row of a results table written with ``train.save_params``
+    (a ``derive`` evaluates the trained models with it). One Problem and one compiled data
+    generator per bucket and padded size."""
+    import io
+
+    import jax
+
+    built: dict = {}
+    rows = table.drop_columns(["params_npz"]).to_pylist()
+    for i, row in enumerate(rows):
+        # a field left out of this cell (at a default kept out of its id) is null in a table whose other cells have it
+        cell = {
+            k: v
+            for k, v in row.items()
+            if (k.startswith(tuple(f"{k}." for k in P.PART_KINDS)) or k in P.KEY_ONLY or k in tags) and v is not None
+        }
+        comp, static, pads, v = cell_parts(cell, tags)
+        sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
+        if sig not in built:
+            problem = comp.problem(static, pads)
+            built[sig] = (problem, jax.jit(problem.make_data), comp.shared(static))
+        problem, make, shared = built[sig]
+        with jax.enable_x64(static.get("train.dtype") == "float64"):
+            data = make(v["key"], v, shared)
+        params = dict(np.load(io.BytesIO(table.column("params_npz")[i].as_py())))
+        yield Trained(row, cell, static, problem, v, data, params)
+
+
+def table_columns(table: pa.Table) -> dict[str, np.ndarray]:
+    return {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
+
+
+def describe(cell: dict, spec: ExperimentSpec) -> str:
+    """A short label of a cell: its grid coordinates, tags, block and rep."""
+    axes = [f"{k}.{n}" for k in P.PART_KINDS for n, v in getattr(spec, k).items() if isinstance(v, list | tuple)]
+    keys = [*axes, *(k for k in cell if "." not in k and k != "seed")]
+    return ", ".join(f"{k}={cell[k]}" for k in keys if k in cell)
+
+
+def reproduce(
+    exp: Experiment,
+    scale: str,
+    out: Path,
+    sets: list[str] | None = None,
+    executor: str = "local",
+    progress: bool = True,
+    config: Path | None = None,
+    force: bool = False,
+) -> dict:
+    """Run (or resume) the experiment into ``out``; write results.parquet, figures,
+    verdict.json and report.html. Returns the verdict."""
+    from attnlab import report
+
+    check_executor(executor)
+    spec = exp.spec(scale, sets, config)
+    command = report.command_line(exp.id, scale, sets or [], config, out, executor)
+    return run_spec(exp, spec, scale, out, sets or [], command, executor=executor, progress=progress, force=force)
+
+
+def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
+    """What a run of ``spec`` would do, without writing anything: its cells (the first stage's
+    where later stages depend on earlier results), their buckets (one compiled program each) with
+    their sizes and the estimated memory of their largest cell, all checked as a run checks them
+    (sizes, classification, memory); with ``estimate``, its wall time from a short calibration
+    (:mod:`attnlab.estimate`: a few cells trained for a few steps, results thrown away)."""
+    from attnlab.sweep import grid
+
+    cells = exp.cells(spec)
+    budget = spec.memory_budget_gb * 1e9
+    buckets = []
+    for static, members in grid.buckets(cells, exp.tags).items():
+        comp = P.Composition.of(dict(static), exp.tags)
+        comp.check(dict(static))
+        one = grid.cell_memory(comp, dict(static), members, budget)
+        sizes = {f: sorted({c[f] for c in members}) for f in comp.size_fields()}
+        buckets.append(
+            {
+                "data": dict(static).get("data.name"),
+                "model": dict(static).get("model.name"),
+                "cells": len(members),
+                "sizes": sizes,
+                "cell_bytes": one,
+                "chunks": sum(1 for _ in grid.chunks(comp, dict(static), members, budget)),
+            }
+        )
+    staged = "stage" in exp.tags
+    out = {
+        "experiment": exp.id,
+        "cells": len(cells),
+        "buckets": buckets,
+        "memory_budget_gb": spec.memory_budget_gb,
+        "note": "later stages depend on earlier results: their cells are planned when those have run" if staged else "",
+    }
+    if estimate:
+        from attnlab.estimate import estimate as measure
+
+        out["estimate"] = measure(cells, budget, exp.tags)
+    return out
+
+
+def check_executor(executor: str) -> None:
+    from attnlab.sweep import executors
+
+    if executor not in executors.EXECUTORS:
+        raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(executors.EXECUTORS)}")
+    if executor == "ray":
+        executors.import_ray()  # a missing optional extra is reported before anything is written
+
+
+RESULTS_MARKERS = ("store.json", "parts", "verdict.json", "results.parquet")
+
+
+def check_out(out: Path) -> None:
+    """An output directory is new, empty, or one attnlab wrote: a foreign non-empty directory is
+    refused, so results never mix with (or overwrite) someone else's files."""
+    if out.exists() and not out.is_dir():
+        raise AttnlabError(f"--out {out}: exists and is not a directory")
+    from attnlab.sweep.store import is_temporary
+
+    # a run starting beside this one may have written only its first temporary file so far
+    if (
+        out.is_dir()
+        and any(not is_temporary(p) for p in out.iterdir())
+        and not any((out / m).exists() for m in RESULTS_MARKERS)
+    ):
+        raise AttnlabError(
+            f"--out {out}: a non-empty directory that is not an attnlab results directory (no store.json or "
+            "parts/); choose a new or empty directory"
+        )
+
+
+def run_spec(
+    exp: Experiment,
+    spec: ExperimentSpec,
+    scale: str,
+    out: Path,
+    sets: Sequence[str],
+    command: str,
+    executor: str = "local",
+    progress: bool = True,
+    force: bool = False,
+) -> dict:
+    """Train (or resume) a validated spec's cells into ``out`` and finish (analysis, figures,
+    verdict, report): the pipeline behind both ``reproduce`` and user-defined grids
+    (:mod:`attnlab.experiments.sweep`), so both share one store, resume and compatibility check.
+    ``command`` is the command line recorded in the verdict."""
+    from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
+    from attnlab.sweep import executors, grid
+    from attnlab.sweep.store import Store, atomic_write_bytes
+    from attnlab.train import default_strategy, enable_compile_cache
+
+    enable_compile_cache()  # reruns and resumes skip compilation (off where $ATTNLAB_COMPILE_CACHE=off)
+    out = Path(out)
+    check_out(out)
+    t0 = time.perf_counter()
+    store, trained = None, 0
+
+    def checked(cells: list[dict]) -> dict:
+        """Classification errors before anything is written; returns the cells' schema."""
+        if not cells:
+            raise AttnlabError("spec: the grid is empty")
+        schema = {}
+        for static, members in grid.buckets(cells, exp.tags).items():
+            comp = P.Composition.of(dict(static), exp.tags)
+            comp.check(dict(static))
+            grid.cell_memory(comp, dict(static), members, spec.memory_budget_gb * 1e9)
+            schema |= comp.schema
+        return schema
+
+    def run(cells: list[dict]) -> dict[str, np.ndarray]:
+        nonlocal store, trained
+        schema = checked(cells)
+        if store is None:
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
+            store = Store(out)
+            store.check_compatible({"schema": schema, **versions()}, force=force)
+        trained += executors.run_cells(
+            cells,
+            store,
+            tags=exp.tags,
+            memory_budget=spec.memory_budget_gb * 1e9,
+            executor=executor,
+            progress=progress,
+        )
+        ids = [grid.cell_id(c) for c in cells]
+        by_id = dict(zip(ids, cells, strict=True))
+        return table_columns(store.assemble(ids, describe=lambda i: describe(by_id[i], spec), write=False))
+
+    cells = exp.cells(spec, run)
+    checked(cells)
+    run(cells)
+    ids = [grid.cell_id(c) for c in cells]
+    trained_table = store.assemble(ids, write=False)
+    table = exp.derive(trained_table, spec)
+    store.write_results(table)
+    atomic_write_bytes(out / "spec.json", json.dumps(spec.model_dump(), indent=2).encode())
+    dtype = str(cells[0].get("train.dtype", "float32"))
+    verdict = {
+        "experiment": exp.id,
+        "scale": scale,
+        "cells": len(cells),
+        "cells_trained_now": trained,
+        "runtime_s": None,  # set once the figures are drawn
+        "train_seconds_total": float(np.sum(trained_table.column("seconds").to_numpy())),
+        "provenance": provenance(default_strategy(), dtype),
+        "command": command,
+        "store_warnings": list(store.notes),  # e.g. damaged parts moved aside and trained again
+        "claims": [],
+    }
+    return finish(exp, spec, out, table_columns(table), verdict, sets, started=t0)
+
+
+def finish(
+    exp: Experiment,
+    spec,
+    out: Path,
+    cols: dict[str, np.ndarray],
+    verdict: dict,
+    sets: Sequence[str] = (),
+    started: float | None = None,
+) -> dict:
+    """Analysis, figures, verdict.json and report.html from a results table: the tail of
+    :func:`reproduce` and the whole of :func:`rebuild`, so a rebuilt report is the one a run
+    writes. ``verdict`` is the run's record (cells, runtime, provenance, command); its claims
+    are replaced by the analysis's, and its runtime is measured up to now if ``started`` is
+    given."""
+    from attnlab import report
+    from attnlab.sweep.store import atomic_write_bytes
+
+    analysis = exp.analyse(cols, spec)
+    for c in analysis.claims:
+        c.regime = c.regime or exp.regime
+        if c.regime not in rules.REGIMES:
+            raise ValueError(f"{exp.id}: claim {c.id!r} has regime {c.regime!r}, not one of {rules.REGIMES}")
+    figures = exp.figures(cols, spec, analysis, out)
+    verdict = dict(verdict, claims=[c.to_json() for c in analysis.claims])
+    if started is not None:
+        verdict["runtime_s"] = round(time.perf_counter() - started, 3)
+        verdict["finished_at"] = report.utc_now()
+    atomic_write_bytes(out / "verdict.json", json.dumps(verdict, indent=2, default=_json_default).encode())
+    report.write(out / "report.html", exp, spec, verdict, analysis, figures, list(sets))
+    return verdict
+
+
+@dataclass
+class Stored:
+    """A results directory as read back: its experiment, spec and verdict (results read later)."""
+
+    out: Path
+    exp: Experiment
+    spec: ExperimentSpec
+    verdict: dict
+
+
+def load_results(out: Path) -> Stored:
+    """Read and check a results directory (verdict.json, spec.json, results.parquet) without
+    writing anything, so that a bad directory among several stops a rebuild before any write."""
+    import pyarrow.parquet as pq
+
+    from attnlab.experiments import get
+
+    out = Path(out)
+    if not (out / "verdict.json").is_file():
+        what = "does not exist" if not out.exists() else "has no verdict.json" if out.is_dir() else "is not a directory"
+        writers = "`attnlab reproduce` or `attnlab sweep` writes one"
+        raise AttnlabError(f"{out}: not a results directory ({what}; {writers})")
+    verdict = _read_json(out / "verdict.json")
+    missing = [k for k in ("experiment", "scale", "claims") if k not in verdict] if isinstance(verdict, dict) else []
+    if not isinstance(verdict, dict) or missing:
+        raise AttnlabError(f"{out / 'verdict.json'}: not a verdict (missing {', '.join(missing) or 'an object'})")
+    try:
+        exp = get(verdict["experiment"])
+    except AttnlabError as e:
+        raise AttnlabError(f"{out / 'verdict.json'}: {e}") from None
+    if not (out / "spec.json").is_file():
+        raise AttnlabError(f"{out}: no spec.json beside verdict.json (rerunning the command that wrote it restores it)")
+    try:
+        spec = exp.Spec.model_validate(_read_json(out / "spec.json"))
+    except ValidationError as e:
+        raise AttnlabError(f"{out / 'spec.json'}: {format_validation_error(e)}") from None
+    try:
+        pq.read_schema(out / "results.parquet")
+    except (OSError, pa.ArrowException) as e:
+        raise AttnlabError(f"{out / 'results.parquet'}: cannot read ({e})") from None
+    return Stored(out, exp, spec, verdict)
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as e:
+        raise AttnlabError(f"{path}: cannot read ({e.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AttnlabError(f"{path}: malformed JSON: {e}") from None
+
+
+def rebuild(out: Path | Stored) -> dict:
+    """Redraw the figures and rewrite verdict.json and report.html of a results directory from
+    its stored results, without training: claims come from the analysis of results.parquet by
+    the current code, the run's record (cells, runtime, provenance, command) is kept, and the
+    rebuild itself is recorded under ``rebuilt``."""
+    import pyarrow.parquet as pq
+
+    from attnlab import report
+    from attnlab.provenance import git_sha
+
+    stored = out if isinstance(out, Stored) else load_results(out)
+    cols = table_columns(pq.read_table(stored.out / "results.parquet"))
+    rebuilt = {"at": report.utc_now(), "attnlab_version": report.attnlab_version(), "git_sha": git_sha()}
+    verdict = dict(stored.verdict, rebuilt=rebuilt)
+    return finish(stored.exp, stored.spec, stored.out, cols, verdict)
+
+
+def _json_default(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x)}")
