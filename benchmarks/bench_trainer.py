@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
+from attnlab.engine import grid
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.problem import Composition
-from attnlab.sweep import grid
 from attnlab.train import train_bucket, train_reference
 
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.engine import executors, grid
+from attnlab.engine.store import Store
 from attnlab.experiments import get
 from attnlab.experiments.pipeline import table_columns
-from attnlab.sweep import executors, grid
-from attnlab.sweep.store import Store
 
 
 def subset(cells: list[dict], per_size: int) -> list[dict]:

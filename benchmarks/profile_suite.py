@@ -34,8 +34,8 @@ import numpy as np
 
 from attnlab import train as T
 from attnlab.bench import flops, suites
+from attnlab.engine import executors, grid
 from attnlab.problem import Composition
-from attnlab.sweep import executors, grid
 from attnlab.train import step as per_cell
 
 

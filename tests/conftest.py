@@ -201,7 +201,7 @@ def ray_session(jax_cache_env):
     tests' local runs compile) and the session's compile cache."""
     import ray
 
-    from attnlab.sweep import executors
+    from attnlab.engine import executors
 
     os.environ.pop("RAY_ADDRESS", None)  # never a cluster someone has set up
     assert not executors._connect(ray, num_cpus=2)  # the executor's own start of a local instance

@@ -14,8 +14,8 @@ from pathlib import Path
 import jax
 import pyarrow as pa
 
+from attnlab.engine import grid
 from attnlab.problem import Composition
-from attnlab.sweep import grid
 from attnlab.train import train_bucket, train_reference
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository

@@ -14,12 +14,8 @@ __all__ = ["load", "query", "reproduce", "sweep", "to_xarray"]
 
 
 def __getattr__(name: str):
-    if name in ("reproduce", "load", "query", "to_xarray"):
+    if name in ("reproduce", "sweep", "load", "query", "to_xarray"):
         from attnlab import api
 
         return getattr(api, name)
-    if name == "sweep":  # the package, callable as attnlab.api.sweep (see attnlab/sweep/__init__.py)
-        import importlib
-
-        return importlib.import_module("attnlab.sweep")
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")

@@ -188,7 +188,7 @@ def connect(out: Path | str):
     into SQL."""
     import duckdb
 
-    from attnlab.sweep.store import Store, _literal_glob
+    from attnlab.engine.store import Store, _literal_glob
 
     out = Path(out)
     if not out.is_dir():
@@ -229,7 +229,7 @@ def query(out: Path | str, sql: str, format: str = "pandas"):
     error is an AttnlabError with DuckDB's message."""
     import duckdb
 
-    from attnlab.sweep.store import _to_arrow
+    from attnlab.engine.store import _to_arrow
 
     _format(format)
     con = connect(out)

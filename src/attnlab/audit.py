@@ -242,7 +242,7 @@ def audit(
 
 
 def write(path: Path, result: dict) -> Path:
-    from attnlab.sweep.store import atomic_write_bytes
+    from attnlab.engine.store import atomic_write_bytes
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, json.dumps(result, indent=2).encode())

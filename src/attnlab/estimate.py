@@ -1,6 +1,6 @@
 """A run's wall time, estimated before it runs from a short measured calibration.
 
-The run's chunks are planned as the run plans them (:func:`attnlab.sweep.executors.plan`): each
+The run's chunks are planned as the run plans them (:func:`attnlab.engine.executors.plan`): each
 distinct (static fields, padded sizes) is one compiled program. Up to :data:`PROGRAMS` of them —
 the chunk with the most work and the first — are calibrated: :data:`CELLS` of the chunk's cells
 with ``train.max_steps`` cut to :data:`STEPS` are trained twice in this process; the first call
@@ -42,7 +42,7 @@ def _work(comp: Composition, static: dict, pads: dict) -> float:
 
 def _calibrate(chunk) -> tuple[float, float]:
     """(compile seconds, seconds per cell-step) of a cut-down copy of ``chunk``."""
-    from attnlab.sweep.executors import Chunk, train_chunk
+    from attnlab.engine.executors import Chunk, train_chunk
 
     static = dict(chunk.static)
     steps = max(1, min(STEPS, static.get("train.max_steps", STEPS)))
@@ -62,7 +62,7 @@ def _stop_fraction(chunk, per_step: float) -> tuple[float, int] | None:
     own stop; None where that would take longer than :data:`SAMPLE_SECONDS`."""
     import numpy as np
 
-    from attnlab.sweep.executors import Chunk, train_chunk
+    from attnlab.engine.executors import Chunk, train_chunk
 
     max_steps = dict(chunk.static).get("train.max_steps", 1)
     picks = sorted(set(np.linspace(0, len(chunk.cells) - 1, min(SAMPLE, len(chunk.cells))).round().astype(int)))
@@ -75,7 +75,7 @@ def _stop_fraction(chunk, per_step: float) -> tuple[float, int] | None:
 
 def estimate(cells: list[dict], memory_budget: float, tags: tuple[str, ...] = ()) -> dict:
     """The estimated compile and training seconds of training ``cells`` (see the module)."""
-    from attnlab.sweep.executors import plan
+    from attnlab.engine.executors import plan
 
     chunks = plan(cells, set(), memory_budget, tags)
     if not chunks:

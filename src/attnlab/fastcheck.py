@@ -127,8 +127,8 @@ def _cache() -> Path:
 def ensure(comp, static: dict, v: dict, pads: dict) -> None:
     """At an outside model's first use: :func:`check`, unless passed before for the same source
     digest, model fields and shapes (remembered in this process and on disk)."""
+    from attnlab.engine.store import atomic_write_bytes
     from attnlab.parts import source_digest
-    from attnlab.sweep.store import atomic_write_bytes
 
     name = static["model.name"]
     model = comp.model
@@ -154,9 +154,9 @@ def ensure(comp, static: dict, v: dict, pads: dict) -> None:
 def check_part(name: str, data: str = "jiang2024", fields: dict | None = None) -> dict[str, float]:
     """``attnlab check-part``: the check of model ``name`` on one cell of data model ``data``,
     ``fields`` ({"model.d_h": 8, "data.M": 4, …}) over the parts' defaults; nothing cached."""
+    from attnlab.engine import grid
     from attnlab.experiments.config import ExperimentSpec, check_parts, expand
     from attnlab.problem import Composition
-    from attnlab.sweep import grid
 
     tables: dict[str, dict] = {"data": {"name": data}, "model": {"name": name}, "train": {}}
     for key, value in (fields or {}).items():

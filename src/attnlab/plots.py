@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attnlab.sweep.store import atomic_write_bytes  # noqa: E402
+from attnlab.engine.store import atomic_write_bytes  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "font.size": 9, "axes.titlesize": 10})
 

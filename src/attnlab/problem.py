@@ -56,7 +56,7 @@ class Recipe(PartConfig):
     names and shapes; every cell then starts from them instead of the model's random init. Its
     ``init_sha256`` (:func:`params_sha256`) is part of the cell, so the id changes with the
     parameters; the path is part of the id but not of the cell's random draws
-    (:data:`attnlab.sweep.grid.HOW`), so the same parameters elsewhere draw the same data."""
+    (:data:`attnlab.engine.grid.HOW`), so the same parameters elsewhere draw the same data."""
 
     loss: Literal["logistic", "hinge", "squared"] = Field("logistic", description="per-sample loss")
     draws: Literal["cell", "common"] = Field(
@@ -169,7 +169,7 @@ def write_params(params: dict, directory: str | Path | None = None) -> tuple[str
     (default directory: ``params`` in attnlab's cache, :func:`attnlab.datasets.common.cache_dir`).
     The name is the content's digest, so an existing file of that name is kept as it is."""
     from attnlab.datasets.common import cache_dir
-    from attnlab.sweep.store import atomic_write_bytes
+    from attnlab.engine.store import atomic_write_bytes
 
     params = {k: np.asarray(v) for k, v in params.items()}
     digest = params_sha256(params)

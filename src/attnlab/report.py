@@ -23,7 +23,7 @@ import jinja2
 import numpy as np
 from markupsafe import Markup, escape
 
-from attnlab.sweep.store import atomic_write_bytes
+from attnlab.engine.store import atomic_write_bytes
 
 DIGITS = 3  # significant digits shown; enough to compare with a pass rule, short enough to read
 OUTCOMES = ("pass", "fail", "inconclusive", "descriptive")  # descriptive: a measurement, not counted in "k/n pass"

@@ -165,7 +165,7 @@ def _forget(module="my_parts"):
     import sys
 
     from attnlab import parts
-    from attnlab.sweep import grid
+    from attnlab.engine import grid
 
     sys.modules.pop(module, None)
     parts._plugin.cache_clear()

@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from attnlab.cli import app
+from attnlab.engine import executors, grid
+from attnlab.engine.executors import RayExecutor, plan, run_cells, train_chunk
+from attnlab.engine.store import Store, part_name
 from attnlab.errors import AttnlabError
 from attnlab.experiments.jiang2024 import tiny_cell
-from attnlab.sweep import executors, grid
-from attnlab.sweep.executors import RayExecutor, plan, run_cells, train_chunk
-from attnlab.sweep.store import Store, part_name
 from helpers import assert_same_rows, budget_for
 
 

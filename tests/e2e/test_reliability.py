@@ -23,13 +23,13 @@ from typer.testing import CliRunner
 
 from attnlab import train
 from attnlab.cli import app
+from attnlab.engine import executors, grid
+from attnlab.engine.executors import RayExecutor, plan, run_cells
+from attnlab.engine.store import Store
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.experiments.pipeline import reproduce
-from attnlab.sweep import executors, grid
-from attnlab.sweep.executors import RayExecutor, plan, run_cells
-from attnlab.sweep.store import Store
 from helpers import assert_same_rows, budget_for
 
 EXP = "jiang2024-fig1"
@@ -388,7 +388,7 @@ def test_a_store_with_a_damaged_part_still_answers(tmp_path):
 def test_a_dead_writers_temporary_file_is_removed_and_a_live_ones_kept(tmp_path):
     """A kill -9 during a write leaves its temporary file; the next scan removes it if its writer
     (host, pid in the name) is gone, and keeps it while the writer may still be writing."""
-    from attnlab.sweep import store as store_module
+    from attnlab.engine import store as store_module
 
     store = Store(tmp_path)
     store.write_part(pa.table({"id": ["a"], "x": [1.0]}))

@@ -428,7 +428,7 @@ def test_load_of_a_directory_without_results(tmp_path):
 def test_a_spec_as_toml_text_or_dict_is_the_same_grid_as_the_file():
     import tomllib
 
-    from attnlab.sweep.grid import cell_id
+    from attnlab.engine.grid import cell_id
 
     path = EXAMPLES / "jiang2024_lr_init.toml"
     ids = []
@@ -441,7 +441,7 @@ def test_a_spec_as_toml_text_or_dict_is_the_same_grid_as_the_file():
 def test_import_attnlab_is_cheap_and_sweep_stays_callable():
     code = (
         "import sys, attnlab; assert 'jax' not in sys.modules and 'duckdb' not in sys.modules; "
-        "import attnlab.sweep.store; assert callable(attnlab.sweep); print(sorted(attnlab.__all__))"
+        "import attnlab.engine.store; assert callable(attnlab.sweep); print(sorted(attnlab.__all__))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr

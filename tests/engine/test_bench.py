@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 from attnlab import train as T
 from attnlab.bench import baseline, flops, measure, report, runner, suites
 from attnlab.cli import app
+from attnlab.engine import grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments.pipeline import cell_parts
 from attnlab.models import jiang2024 as jmodel
 from attnlab.models import li2023 as lmodel
 from attnlab.models import wu2023 as wmodel
-from attnlab.sweep import grid
 from attnlab.train import step as per_cell
 
 

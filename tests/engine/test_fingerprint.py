@@ -14,9 +14,9 @@ import pytest
 
 from attnlab import train as T
 from attnlab.data import jiang2024 as jdata
+from attnlab.engine import executors, grid
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.problem import Composition
-from attnlab.sweep import executors, grid
 from attnlab.train import types
 
 # the fixed cell, written out in full (so that its id depends on nothing but this literal)

@@ -9,9 +9,9 @@ import pytest
 
 from attnlab.data import image_ops
 from attnlab.data import images as I
+from attnlab.engine import grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand, merge, parse_sets
-from attnlab.sweep import grid
 from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference, x64
 
 # ---------------------------------------------------------------- the images data model

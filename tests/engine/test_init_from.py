@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from attnlab import problem as P
+from attnlab.engine import executors, grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import tiny_cell
-from attnlab.sweep import executors, grid
 from helpers import bucket_of, run_reference
 
 

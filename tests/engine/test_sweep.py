@@ -14,12 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab import problem as P
+from attnlab.engine import executors, grid
+from attnlab.engine.executors import plan, run_cells, train_chunk
+from attnlab.engine.store import Store, atomic_write_bytes
 from attnlab.errors import AttnlabError
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.parts import part
-from attnlab.sweep import executors, grid
-from attnlab.sweep.executors import plan, run_cells, train_chunk
-from attnlab.sweep.store import Store, atomic_write_bytes
 from helpers import use_part
 
 

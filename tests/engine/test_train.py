@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from attnlab import train as T
+from attnlab.engine import grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import tiny_cell
-from attnlab.sweep import grid
 from attnlab.train import CAP, CONVERGED, DIVERGED, TrainConfig, bucket, log_schedule, train_bucket, train_reference
 from attnlab.train import step as per_cell
 from helpers import METRICS, assert_same, bucket_of, cell_of, run_bucket, run_reference, x64

@@ -22,8 +22,8 @@ from attnlab.datasets import cifar10 as dcifar
 from attnlab.datasets import common as dcommon
 from attnlab.datasets import fashion_mnist as dfashion
 from attnlab.datasets import mnist as dmnist
+from attnlab.engine import grid
 from attnlab.errors import AttnlabError
-from attnlab.sweep import grid
 from fixtures.cifar import make_cifar10
 
 MNIST_TRAIN = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from attnlab.engine.store import Store
 from attnlab.errors import AttnlabError
 from attnlab.provenance import provenance, versions
-from attnlab.sweep.store import Store
 
 V = {"jax": "0.10.2", "jaxlib": "0.10.2"}
 

@@ -19,7 +19,7 @@ Cells: a seeded subset spread over the experiment's grid (:func:`select_cells`).
 an experiment's lr-tuning stage (li2023-fig1) is not run, every cell trains at its own train.lr.
 
 attnlab: the cells go through the engine twice, as ``attnlab reproduce`` trains them
-(``sweep.executors.run_cells`` into a temporary store): the first run compiles (``whole``), the
+(``engine.executors.run_cells`` into a temporary store): the first run compiles (``whole``), the
 second reuses the compiled programs (``steady``). Compilation alone is then timed ahead of time
 (``jit(...).lower(...).compile()`` of every chunk's program, on fresh functions so nothing is
 cached).

@@ -15,8 +15,8 @@ from rich.table import Table
 from attnlab.bench.flops import Loop, cell_flops
 from attnlab.bench.measure import agreement, cpu_count, sig
 from attnlab.bench.suites import get_suite, model_hparams
+from attnlab.engine import grid
 from attnlab.experiments.base import rounded
-from attnlab.sweep import grid
 
 # ---------------------------------------------------------------- report
 

@@ -19,11 +19,11 @@ from attnlab.bench.baseline import TORCH_MISSING, Baseline, torch_available
 from attnlab.bench.measure import gemm_flops_jax, rss_mb
 from attnlab.bench.report import build_report
 from attnlab.bench.suites import get_suite, select_cells, suite_cells
+from attnlab.engine import executors, grid
+from attnlab.engine.store import Store
 from attnlab.errors import AttnlabError
 from attnlab.experiments.pipeline import table_columns
 from attnlab.problem import Composition
-from attnlab.sweep import executors, grid
-from attnlab.sweep.store import Store
 from attnlab.train import bucket
 
 # ---------------------------------------------------------------- statistics

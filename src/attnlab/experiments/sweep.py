@@ -4,7 +4,7 @@ recipe, any of their fields as grid axes, run through the same pipeline as a pap
 A user grid is an :class:`~attnlab.experiments.base.Experiment` whose spec is the researcher's
 own TOML file (or dict), so it is expanded into cells, trained, stored, resumed and
 compatibility-checked exactly as ``attnlab reproduce`` does (:func:`~attnlab.experiments.pipeline.run_spec`).
-It lives beside the paper packages, not in :mod:`attnlab.sweep`, because it is an experiment: the
+It lives beside the paper packages, not in :mod:`attnlab.engine`, because it is an experiment: the
 engine (grid, store, executors) knows no experiment.
 
 The spec::
@@ -233,7 +233,7 @@ def check_fit(cells: list[dict]) -> list[str]:
     """Trace one cell of every bucket abstractly (no compile, no training): the data must fit
     the model (one output per sample) and the probe set must fit both. Returns the names of the
     probes recorded over time."""
-    from attnlab.sweep import grid
+    from attnlab.engine import grid
 
     names: dict[str, None] = {}
     for bucket in grid.buckets(cells).values():

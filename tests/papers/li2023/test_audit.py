@@ -105,7 +105,7 @@ def test_the_attention_simulator_draws_one_trace_per_repeat_on_the_logged_steps(
 def test_the_sparsification_simulator_draws_the_derived_rows():
     """One row per cell trained on all tokens × strategy × k ("test"), then one per retrained cell
     ("train", its training strategy and k): the cells' own columns and ids."""
-    from attnlab.sweep.grid import cell_id
+    from attnlab.engine.grid import cell_id
 
     exp = get("li2023-fig4")
     spec = exp.spec("cpu")

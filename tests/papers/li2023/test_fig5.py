@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from attnlab import problem as P
+from attnlab.engine import grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
 from attnlab.experiments.li2023 import fig5
 from attnlab.experiments.pipeline import reproduce
-from attnlab.sweep import grid
 from fixtures.cifar import make_cifar10
 from helpers import bucket_of
 

@@ -67,7 +67,7 @@ def test_li2023_probes_by_hand_and_against_reference():
     # by hand at step 0 (θ_0): the three masses of relevant queries sum to 1
     comp, static, _ = bucket_of(cells[:1])
     with jax.enable_x64(True):
-        from attnlab.sweep import grid
+        from attnlab.engine import grid
 
         v = {k: x[0] for k, x in grid.batch_inputs(comp, cells[:1]).items()}
         prob = comp.problem(static, {"data.N": cells[0]["data.N"]})
@@ -134,8 +134,8 @@ def test_jiang2024_model_honours_a_token_mask():
 def _hand_margins(cell, params):
     """y·f over the cell's N training samples, recomputed eagerly with the ViT's own forward pass
     (attnlab.models.li2023.apply) on the training set its data model draws (no padding)."""
+    from attnlab.engine import grid
     from attnlab.models import li2023 as lm
-    from attnlab.sweep import grid
     from helpers import bucket_of
 
     comp, static, _ = bucket_of([cell])

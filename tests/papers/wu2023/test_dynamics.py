@@ -11,11 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnlab.engine import grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.wu2023 import D_REF, step
 from attnlab.experiments.wu2023 import dynamics as dyn
-from attnlab.sweep import grid
 from attnlab.train import stream
 from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference
 

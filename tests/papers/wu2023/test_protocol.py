@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
+from attnlab.engine import grid
 from attnlab.experiments import get
 from attnlab.experiments.wu2023 import protocol, scaling
 from attnlab.experiments.wu2023.analysis import per_run
-from attnlab.sweep import grid
 
 STEPS = np.array(sorted(set(range(0, 401, 10)) | set(range(10))), float)
 WIDTHS = (16, 64, 256, 1024)

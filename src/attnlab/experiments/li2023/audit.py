@@ -394,7 +394,7 @@ def _loss(m: np.ndarray, loss: str) -> np.ndarray:
 
 
 def simulate_sparsification(world: dict, noise: dict, spec, cells: list[dict], rng: np.random.Generator) -> dict:
-    from attnlab.sweep.grid import cell_id
+    from attnlab.engine.grid import cell_id
 
     cols_all = _table(cells)
     retrained = cols_all["data.sparsify"] != "none" if "data.sparsify" in cols_all else np.zeros(len(cells), bool)

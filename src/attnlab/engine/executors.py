@@ -29,11 +29,11 @@ import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from attnlab import fastcheck, parts
+from attnlab.engine import grid
+from attnlab.engine.store import Store, part_name
 from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
 from attnlab.provenance import provenance
-from attnlab.sweep import grid
-from attnlab.sweep.store import Store, part_name
 from attnlab.train import STATUS_NAMES, default_strategy, train_bucket
 
 EXECUTORS = ("local", "ray")
