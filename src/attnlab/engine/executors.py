@@ -13,7 +13,6 @@ progress bar: cells done / total, rate, ETA.
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import sys
@@ -29,12 +28,12 @@ import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from attnlab import fastcheck, parts
-from attnlab.engine import grid
+from attnlab.engine import grid, rows
 from attnlab.engine.store import Store, part_name
 from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
 from attnlab.provenance import provenance
-from attnlab.train import STATUS_NAMES, default_strategy, train_bucket
+from attnlab.train import default_strategy, train_bucket
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL = 'pip install -c constraints.txt -e ".[ray]"'
@@ -79,30 +78,7 @@ def train_chunk(chunk: Chunk) -> pa.Table:
     with jax.enable_x64(dtype == "float64"):
         res = train_bucket(problem, cfg, v, shared=comp.shared(static), cache_key=(chunk.static, chunk.pads))
     seconds = (time.perf_counter() - t0) / len(cells)
-    prov = provenance(default_strategy(), dtype)
-    rows = []
-    for i, c in enumerate(cells):
-        row = {"id": grid.cell_id(c), **c}
-        for k, x in res["metrics"].items():
-            row[k] = x[i].item()
-        row["status"] = STATUS_NAMES[int(res["metrics"]["status"][i])]
-        row["seconds"] = seconds  # the chunk's wall time shared out evenly
-        if "traces" in res:
-            row["trace_step"] = list(cfg.log_steps)
-            for k, x in res["traces"].items():
-                row[f"trace_{k}"] = np.asarray(x[i], dtype=np.float64).tolist()
-        if "arrays" in res:
-            row["array_step"] = list(cfg.array_log_steps)
-            for k, x in res["arrays"].items():
-                a = np.asarray(x[i], dtype=np.float64)
-                row[f"array_{k}"] = a.reshape(len(cfg.array_log_steps), -1).tolist()
-                row[f"array_{k}_shape"] = list(a.shape[1:])
-        if "params" in res:
-            buf = io.BytesIO()
-            np.savez(buf, **{k: np.asarray(p[i]) for k, p in res["params"].items()})
-            row["params_npz"] = buf.getvalue()
-        rows.append(row | prov)
-    return pa.Table.from_pylist(rows)
+    return pa.Table.from_pylist(rows.rows(cells, res, cfg, seconds, provenance(default_strategy(), dtype)))
 
 
 class LocalExecutor:

@@ -57,19 +57,13 @@ def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
     """Yield a :class:`Trained` per row of a results table written with ``train.save_params``
     (a ``derive`` evaluates the trained models with it). One Problem and one compiled data
     generator per bucket and padded size."""
-    import io
-
     import jax
 
+    from attnlab.engine import rows
+
     built: dict = {}
-    rows = table.drop_columns(["params_npz"]).to_pylist()
-    for i, row in enumerate(rows):
-        # a field left out of this cell (at a default kept out of its id) is null in a table whose other cells have it
-        cell = {
-            k: v
-            for k, v in row.items()
-            if (k.startswith(tuple(f"{k}." for k in P.PART_KINDS)) or k in P.KEY_ONLY or k in tags) and v is not None
-        }
+    for i, row in enumerate(table.drop_columns([rows.PARAMS]).to_pylist()):
+        cell = rows.cell_of(row, tags)
         comp, static, pads, v = cell_parts(cell, tags)
         sig = (tuple(sorted(static.items())), tuple(sorted(pads.items())))
         if sig not in built:
@@ -78,7 +72,7 @@ def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
         problem, make, shared = built[sig]
         with jax.enable_x64(static.get("train.dtype") == "float64"):
             data = make(v["key"], v, shared)
-        params = dict(np.load(io.BytesIO(table.column("params_npz")[i].as_py())))
+        params = rows.params_of(table.column(rows.PARAMS)[i].as_py())
         yield Trained(row, cell, static, problem, v, data, params)
 
 

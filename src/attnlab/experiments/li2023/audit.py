@@ -64,7 +64,6 @@ parameter cache as a run's are), so the cells are the run's: pretrain + every fi
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
@@ -74,6 +73,7 @@ from attnlab import theory
 from attnlab.audit import ClaimAudit, Design, Hypothesis
 from attnlab.data import li2023 as ldata
 from attnlab.data import sparsify
+from attnlab.engine.rows import PARAMS, params_bytes
 
 
 def _table(cells: list[dict]) -> dict[str, np.ndarray]:
@@ -654,9 +654,7 @@ IMAGES_NOISE = {
 
 def _pretrained(cells: list[dict]) -> dict:
     """The pretraining stage answered from simulation: a stand-in parameter file (the cells name it)."""
-    buf = io.BytesIO()
-    np.savez(buf, simulated=np.zeros(1))
-    return {"params_npz": [buf.getvalue()]}
+    return {PARAMS: [params_bytes({"simulated": np.zeros(1)})]}
 
 
 def _images_design(exp) -> Design:

@@ -48,7 +48,6 @@ power is below 0.8: rises 4, sparsify 6 (the pretrained runs scatter more), 3 fr
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Literal
 
@@ -60,6 +59,7 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_va
 
 from attnlab import plots, rules
 from attnlab.data import image_ops, images
+from attnlab.engine.rows import PARAMS, params_of
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
 from attnlab.experiments.config import ExperimentSpec, expand
@@ -238,14 +238,14 @@ class Fig5(Experiment):
         if run is None:  # the pretrained cells need stage 1's parameters
             return pre + finetune_cells(spec, None)
         res = run(pre)
-        params = dict(np.load(io.BytesIO(res["params_npz"][0])))
+        params = params_of(res[PARAMS][0])
         path, _ = write_params(params)
         return pre + finetune_cells(spec, path)
 
     def derive(self, table: pa.Table, spec: Spec) -> pa.Table:
         """The trained rows without the stored parameters, with ``test_accuracy`` = 1 − test error."""
-        if "params_npz" in table.column_names:
-            table = table.drop_columns(["params_npz"])
+        if PARAMS in table.column_names:
+            table = table.drop_columns([PARAMS])
         acc = pc.subtract(1.0, table.column("test_error").cast(pa.float64()))
         return table.append_column("test_accuracy", acc)
 
