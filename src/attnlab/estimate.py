@@ -35,7 +35,7 @@ SAMPLE_SECONDS = 20.0  # at most this long (by the measured rate)
 def _work(comp: Composition, static: dict, pads: dict) -> float:
     """Training samples × (parameters + activations per sample): the cost of one cell-step, up to
     a factor the calibration measures."""
-    n_params, act = comp.model.sizes(comp._hp(static))
+    n_params, act = comp.model.sizes(comp.hparams(static))
     n_train = pads.get(f"data.{comp.data.n_train}", 1)
     return float(n_train * (n_params + act))
 

@@ -52,7 +52,7 @@ def _compare(comp, static: dict, v: dict, pads: dict) -> dict[str, float]:
     from attnlab.train import Dual
 
     model = comp.model
-    hp = comp._hp(static)
+    hp = comp.hparams(static)
     data_pads = {k.removeprefix("data."): n for k, n in pads.items()}
     data = comp.data.make(
         jax.random.PRNGKey(0), split(v, "data"), split(static, "data"), data_pads, comp.shared(static), jnp.float64
@@ -154,9 +154,8 @@ def ensure(comp, static: dict, v: dict, pads: dict) -> None:
 def check_part(name: str, data: str = "jiang2024", fields: dict | None = None) -> dict[str, float]:
     """``attnlab check-part``: the check of model ``name`` on one cell of data model ``data``,
     ``fields`` ({"model.d_h": 8, "data.M": 4, …}) over the parts' defaults; nothing cached."""
-    from attnlab.engine import grid
     from attnlab.experiments.config import ExperimentSpec, check_parts, expand
-    from attnlab.problem import Composition
+    from attnlab.experiments.pipeline import cell_parts
 
     tables: dict[str, dict] = {"data": {"name": data}, "model": {"name": name}, "train": {}}
     for key, value in (fields or {}).items():
@@ -167,7 +166,7 @@ def check_part(name: str, data: str = "jiang2024", fields: dict | None = None) -
     spec = ExperimentSpec(**tables)
     check_parts(spec)
     (cell,) = expand(spec)
-    comp = Composition.of(cell)
+    comp, static, pads, v = cell_parts(cell)
     if not (comp.model.fast_apply or comp.model.dual):
         raise AttnlabError(f"model {name!r} declares no fast path (fast_apply or dual): nothing to check")
     if not comp.model.fast:
@@ -175,7 +174,4 @@ def check_part(name: str, data: str = "jiang2024", fields: dict | None = None) -
             f"model {name!r}: its fast paths were declared for another apply (fast_of), so they are "
             f"never used for it: nothing to check"
         )
-    static = {k: x for k, x in cell.items() if comp.classify(k) == "static"}
-    pads = {s: cell[s] for s in comp.size_fields()}
-    v = {k: x[0] for k, x in grid.batch_inputs(comp, [cell]).items()}
     return check(comp, static, v, pads)

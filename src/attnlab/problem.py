@@ -276,13 +276,14 @@ class Composition:
     def size_fields(self) -> tuple[str, ...]:
         return tuple(f"data.{s}" for s in self.data.sizes)
 
-    def _hp(self, static: dict):
+    def hparams(self, static: dict):
+        """The model's hyperparameters for a cell's (static) fields, bound to the data's input shape."""
         return self.model.hparams(split(static, "model"), self.data.input_shape(split(static, "data")))
 
     def check(self, static: dict) -> dict[str, str]:
         """Checks what only the composition can (the model's shape needs, lr_mult groups);
         returns parameter -> learning-rate group."""
-        hp = self._hp(static)
+        hp = self.hparams(static)
         groups = {p: g for g, ps in self.model.groups(hp).items() for p in ps}
         recipe = Recipe(**split(static, "train"))
         unknown = sorted(set(recipe.lr_mult) - set(groups.values()) - set(groups))
@@ -329,7 +330,7 @@ class Composition:
         """The trainer's Problem for a bucket's static fields and a chunk's padded sizes."""
         ds, recipe = split(static, "data"), Recipe(**split(static, "train"))
         dtype = jnp.dtype(recipe.dtype)
-        hp = self._hp(static)
+        hp = self.hparams(static)
         data_pads = {k.removeprefix("data."): n for k, n in pads.items()}
         loss = T.LOSSES[recipe.loss]
         model_apply = (
@@ -403,12 +404,12 @@ class Composition:
 
     def n_params(self, static: dict) -> int:
         """The model's parameter count (trained and fixed) for a cell's static fields."""
-        return int(self.model.sizes(self._hp(static))[0])
+        return int(self.model.sizes(self.hparams(static))[0])
 
     def cell_bytes(self, static: dict, pads: dict) -> int:
         """Rough peak memory of one cell: parameters ×4 (θ, gradient, update, optimiser
         state), its data, and the activations of the forward/backward pass ×3."""
         width = 4 if static.get("train.dtype", "float32") == "float32" else 8
-        n_params, act = self.model.sizes(self._hp(static))
+        n_params, act = self.model.sizes(self.hparams(static))
         n, data = self.data.footprint(split(static, "data"), {k.removeprefix("data."): v for k, v in pads.items()})
         return width * (4 * n_params + 3 * n * act) + data

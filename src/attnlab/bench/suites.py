@@ -13,7 +13,7 @@ from attnlab.bench.flops import flops_jiang2024, flops_li2023, flops_wu2023
 from attnlab.bench.torch_models import _jiang2024_class, _li2023_class, _wu2023_class
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import rounded
-from attnlab.problem import KEY_ONLY, Composition, split
+from attnlab.problem import KEY_ONLY, Composition
 
 # ---------------------------------------------------------------- suites
 
@@ -192,8 +192,7 @@ def get_suite(name: str) -> Suite:
 
 def model_hparams(cell: dict):
     """The attnlab Hparams of a cell's model (widths resolved as the engine resolves them)."""
-    comp = Composition.of(cell)
-    return comp.model.hparams(split(cell, "model"), comp.data.input_shape(split(cell, "data")))
+    return Composition.of(cell).hparams(cell)
 
 
 # ---------------------------------------------------------------- cells

@@ -47,7 +47,7 @@ def test_cells_feed_mnist_patches_to_the_wu2023_model_at_the_normalised_step():
     assert c["train.save_params"] and c["train.max_steps"] == 400
     comp = P.Composition.of(c)
     static = {k: v for k, v in c.items() if comp.classify(k) == "static"}
-    hp = comp._hp(static)
+    hp = comp.hparams(static)
     assert (hp.d_s, hp.d, hp.d_m) == (16, 49, c["model.d_m"])  # 7×7 patches of 28×28 images
     assert {c["train.lr"] for c in exp.cells(exp.spec("cpu", ["step_norm=none"]))} == {0.5}
     smoke = exp.cells(exp.spec("smoke"))

@@ -37,7 +37,7 @@ def test_cells_feed_mnist_patches_to_a_one_head_vit_at_the_normalised_step():
         "wu2023",
     )
     comp = P.Composition.of(c)
-    hp = comp._hp({k: v for k, v in c.items() if comp.classify(k) == "static"})
+    hp = comp.hparams({k: v for k, v in c.items() if comp.classify(k) == "static"})
     assert (hp.L, hp.d, hp.d_h) == (16, 49, c["model.D"])  # one head: τ₀ = d_h^(−α) = D^(−α)
 
 
