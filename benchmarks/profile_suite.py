@@ -35,6 +35,7 @@ import numpy as np
 from attnlab import train as T
 from attnlab.bench import flops, suites
 from attnlab.engine import executors, grid
+from attnlab.engine.plan import Plan
 from attnlab.problem import Composition
 from attnlab.train import step as per_cell
 
@@ -133,7 +134,7 @@ def main() -> None:
     args = ap.parse_args()
     exp, spec, all_cells = suites.suite_cells(args.suite, args.scale)
     cells = suites.select_cells(all_cells, args.cells, args.seed)
-    chunks = executors.plan(cells, set(), spec.memory_budget_gb * 1e9, exp.tags)
+    chunks = Plan.of(cells, exp.tags, spec.memory_budget_gb * 1e9).chunks
     by_size = sorted(chunks, key=lambda c: (dict(c.pads).get("data.N", 0), -len(c.cells)))
     pick = [by_size[0], by_size[-1], *by_size[1:-1]][: args.chunks] if len(by_size) > 1 else by_size
     out = {"suite": args.suite, "cells": len(cells), "chunks": len(chunks), "profiled": []}

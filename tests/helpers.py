@@ -15,11 +15,17 @@ import jax
 import pyarrow as pa
 
 from attnlab.engine import grid
+from attnlab.engine.plan import Plan
 from attnlab.problem import Composition
 from attnlab.train import train_bucket, train_reference
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 METRICS = ("train_loss", "train_error", "test_loss", "test_error", "stop_step", "status")
+
+
+def plan(cells, done, budget, tags=()):
+    """The chunks a run of ``cells`` trains when ``done`` are in its store (no fit check)."""
+    return Plan.of(cells, tags, budget, check=False).todo(done)
 
 
 def bucket_of(cells, tags=()):

@@ -75,7 +75,7 @@ class Design:
     noise: dict[str, float]
     noise_source: str
     plug_in: Callable[[dict[str, np.ndarray], Any], dict[str, float]] | None = None
-    # the cells of a staged design (``exp.cells(spec, run)`` with ``run`` answering an earlier
+    # the cells of a staged design (``staged(exp.stages(spec), answer)`` with ``answer`` giving an earlier
     # stage from simulation); default ``exp.cells(spec)``
     cells: Callable[[Any], list[dict]] | None = None
 

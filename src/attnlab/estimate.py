@@ -1,6 +1,6 @@
 """A run's wall time, estimated before it runs from a short measured calibration.
 
-The run's chunks are planned as the run plans them (:func:`attnlab.engine.executors.plan`): each
+The run's chunks are those of its plan (:class:`attnlab.engine.plan.Plan`): each
 distinct (static fields, padded sizes) is one compiled program. Up to :data:`PROGRAMS` of them —
 the chunk with the most work and the first — are calibrated: :data:`CELLS` of the chunk's cells
 with ``train.max_steps`` cut to :data:`STEPS` are trained twice in this process; the first call
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 
+from attnlab.engine.plan import Chunk, Plan
 from attnlab.problem import Composition, split
 
 PROGRAMS = 2  # calibrated programs
@@ -42,7 +43,7 @@ def _work(comp: Composition, static: dict, pads: dict) -> float:
 
 def _calibrate(chunk) -> tuple[float, float]:
     """(compile seconds, seconds per cell-step) of a cut-down copy of ``chunk``."""
-    from attnlab.engine.executors import Chunk, train_chunk
+    from attnlab.engine.executors import train_chunk
 
     static = dict(chunk.static)
     steps = max(1, min(STEPS, static.get("train.max_steps", STEPS)))
@@ -62,7 +63,7 @@ def _stop_fraction(chunk, per_step: float) -> tuple[float, int] | None:
     own stop; None where that would take longer than :data:`SAMPLE_SECONDS`."""
     import numpy as np
 
-    from attnlab.engine.executors import Chunk, train_chunk
+    from attnlab.engine.executors import train_chunk
 
     max_steps = dict(chunk.static).get("train.max_steps", 1)
     picks = sorted(set(np.linspace(0, len(chunk.cells) - 1, min(SAMPLE, len(chunk.cells))).round().astype(int)))
@@ -73,17 +74,15 @@ def _stop_fraction(chunk, per_step: float) -> tuple[float, int] | None:
     return float(np.mean(stops)) / max_steps, len(stops)
 
 
-def estimate(cells: list[dict], memory_budget: float, tags: tuple[str, ...] = ()) -> dict:
-    """The estimated compile and training seconds of training ``cells`` (see the module)."""
-    from attnlab.engine.executors import plan
-
-    chunks = plan(cells, set(), memory_budget, tags)
+def estimate(plan: Plan) -> dict:
+    """The estimated compile and training seconds of a run's plan (see the module)."""
+    chunks = plan.chunks
     if not chunks:
         return {"seconds": 0.0, "compile_seconds": 0.0, "train_seconds": 0.0, "programs": 0, "upper_bound": False}
     rows = []
     for ch in chunks:
         static, pads = dict(ch.static), dict(ch.pads)
-        comp = Composition.of(static, tags)
+        comp = Composition.of(static, ch.tags)
         steps = static.get("train.max_steps", 1)
         rows.append((ch, _work(comp, static, pads), len(ch.cells) * steps))
     heaviest = max(rows, key=lambda r: r[1] * r[2])

@@ -154,8 +154,8 @@ def ensure(comp, static: dict, v: dict, pads: dict) -> None:
 def check_part(name: str, data: str = "jiang2024", fields: dict | None = None) -> dict[str, float]:
     """``attnlab check-part``: the check of model ``name`` on one cell of data model ``data``,
     ``fields`` ({"model.d_h": 8, "data.M": 4, …}) over the parts' defaults; nothing cached."""
+    from attnlab.engine.grid import cell_parts
     from attnlab.experiments.config import ExperimentSpec, check_parts, expand
-    from attnlab.experiments.pipeline import cell_parts
 
     tables: dict[str, dict] = {"data": {"name": data}, "model": {"name": name}, "train": {}}
     for key, value in (fields or {}).items():

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from attnlab.cli import app
 from attnlab.engine import executors, grid
-from attnlab.engine.executors import RayExecutor, plan, run_cells, train_chunk
+from attnlab.engine.executors import RayExecutor, run_cells, train_chunk
 from attnlab.engine.store import Store, part_name
 from attnlab.errors import AttnlabError
 from attnlab.experiments.jiang2024 import tiny_cell
-from helpers import assert_same_rows, budget_for
+from helpers import assert_same_rows, budget_for, plan
 
 
 def cells_of(max_steps, mus=(1.0, 3.0, 5.0), Ns=(2, 4), reps=2):

@@ -24,13 +24,13 @@ from typer.testing import CliRunner
 from attnlab import train
 from attnlab.cli import app
 from attnlab.engine import executors, grid
-from attnlab.engine.executors import RayExecutor, plan, run_cells
+from attnlab.engine.executors import RayExecutor, run_cells
 from attnlab.engine.store import Store
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.experiments.pipeline import reproduce
-from helpers import assert_same_rows, budget_for
+from helpers import assert_same_rows, budget_for, plan
 
 EXP = "jiang2024-fig1"
 CHUNK2 = "memory_budget_gb=0.00014"  # 2.5 cells of this bucket's estimated 56 kB each

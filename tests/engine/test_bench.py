@@ -18,8 +18,8 @@ from attnlab import train as T
 from attnlab.bench import baseline, flops, measure, report, runner, suites
 from attnlab.cli import app
 from attnlab.engine import grid
+from attnlab.engine.grid import cell_parts
 from attnlab.errors import AttnlabError
-from attnlab.experiments.pipeline import cell_parts
 from attnlab.models import jiang2024 as jmodel
 from attnlab.models import li2023 as lmodel
 from attnlab.models import wu2023 as wmodel

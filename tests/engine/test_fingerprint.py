@@ -15,6 +15,7 @@ import pytest
 from attnlab import train as T
 from attnlab.data import jiang2024 as jdata
 from attnlab.engine import executors, grid
+from attnlab.engine.plan import Plan
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.problem import Composition
 from attnlab.train import types
@@ -74,7 +75,7 @@ def test_the_cell_is_what_the_specs_expand_to():
 
 
 def test_cell_numbers_are_stable():
-    (chunk,) = executors.plan([CELL], set(), 2e9)
+    (chunk,) = Plan.of([CELL], memory_budget=2e9).chunks
     row = executors.train_chunk(chunk).to_pylist()[0]
     assert row["id"] == CELL_ID
     assert row["status"] == "converged" and row["stop_step"] == STOP_STEP
@@ -234,7 +235,7 @@ PAPER_CELLS = {
 def test_each_papers_cell_id_and_numbers_are_stable(name):
     cell, cid, test_loss, train_loss, stop_step = PAPER_CELLS[name]
     assert grid.cell_id(cell) == cid
-    (chunk,) = executors.plan([cell], set(), 2e9)
+    (chunk,) = Plan.of([cell], memory_budget=2e9).chunks
     row = executors.train_chunk(chunk).to_pylist()[0]
     assert row["id"] == cid and row["stop_step"] == stop_step
     assert row["test_loss"] == pytest.approx(test_loss, rel=1e-9)

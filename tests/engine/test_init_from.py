@@ -10,6 +10,7 @@ import pytest
 
 from attnlab import problem as P
 from attnlab.engine import executors, grid
+from attnlab.engine.plan import Plan
 from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import tiny_cell
@@ -95,7 +96,7 @@ def test_training_from_stored_parameters_vectorised_equals_reference(stored):
     params, path, digest = stored
     base = {"train.init_from": path, "train.init_sha256": digest}
     cells = [tiny_cell(dtype="float64", lr=lr, max_steps=8, save_params=True) | base for lr in (0.5, 1.0)]
-    (chunk,) = executors.plan(cells, set(), 2e9)
+    (chunk,) = Plan.of(cells, memory_budget=2e9).chunks
     rows = executors.train_chunk(chunk).to_pylist()
     ref = run_reference(cells[1])
     row = next(r for r in rows if r["id"] == grid.cell_id(cells[1]))

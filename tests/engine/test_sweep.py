@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from attnlab import problem as P
 from attnlab.engine import executors, grid
-from attnlab.engine.executors import plan, run_cells, train_chunk
+from attnlab.engine.executors import run_cells, train_chunk
 from attnlab.engine.store import Store, atomic_write_bytes
 from attnlab.errors import AttnlabError
 from attnlab.experiments.jiang2024 import tiny_cell
 from attnlab.parts import part
-from helpers import use_part
+from helpers import plan, use_part
 
 
 def cell(**kw):

@@ -15,8 +15,8 @@ from attnlab.bench.flops import Loop
 from attnlab.bench.measure import cpu_count, rss_mb
 from attnlab.bench.suites import Suite, get_suite, model_hparams
 from attnlab.engine import grid
+from attnlab.engine.grid import cell_parts
 from attnlab.errors import AttnlabError
-from attnlab.experiments.pipeline import cell_parts
 from attnlab.parts import tokens
 from attnlab.problem import Composition
 

@@ -20,6 +20,7 @@ from attnlab.bench.measure import gemm_flops_jax, rss_mb
 from attnlab.bench.report import build_report
 from attnlab.bench.suites import get_suite, select_cells, suite_cells
 from attnlab.engine import executors, grid
+from attnlab.engine.plan import Plan
 from attnlab.engine.store import Store
 from attnlab.errors import AttnlabError
 from attnlab.experiments.pipeline import table_columns
@@ -97,11 +98,12 @@ def run_attnlab(
     whole run's are checked to be the same."""
     tags = tuple(tags)
     outcome = outcome or (lambda cols: cols["test_loss"].astype(float))
-    chunks = executors.plan(cells, set(), memory_budget, tags)
+    plan = Plan.of(cells, tags, memory_budget)
+    chunks = plan.chunks
     with tempfile.TemporaryDirectory(prefix="attnlab-bench-") as d:
         store = Store(Path(d))
         t0, c0 = time.perf_counter(), time.process_time()
-        executors.run_cells(cells, store, tags=tags, memory_budget=memory_budget, progress=progress)
+        executors.run_cells(plan, store, progress=progress)
         whole, whole_cpu = time.perf_counter() - t0, time.process_time() - c0
         cold = _cols(store, cells)
     rss_after = rss_mb()  # the compiling run holds the most memory; the baseline comes later

@@ -1,6 +1,7 @@
 """Plan, execute, write: how the cells a store does not have yet get trained.
 
-    plan      a pure, deterministic list of chunks (one bucket's cells, padded sizes)
+    plan      a pure, deterministic list of chunks (one bucket's cells, padded sizes):
+              :mod:`attnlab.engine.plan`
     execute   ``executor.map(train_chunk, chunks)``: each chunk comes back as an Arrow table
     write     the driver alone writes each table as a Parquet part (atomic rename), so a
               distributed executor needs no shared file system
@@ -19,7 +20,6 @@ import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -29,6 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from attnlab import fastcheck, parts
 from attnlab.engine import grid, rows
+from attnlab.engine.plan import Chunk, Plan
 from attnlab.engine.store import Store, part_name
 from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
@@ -37,31 +38,6 @@ from attnlab.train import default_strategy, train_bucket
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL = 'pip install -c constraints.txt -e ".[ray]"'
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One bucket's cells, trained together, padded to ``pads``."""
-
-    static: tuple  # the bucket key: ((field, value), ...)
-    cells: tuple[dict, ...]
-    pads: tuple  # ((size field, padded value), ...)
-    tags: tuple[str, ...] = ()
-
-
-def plan(cells: list[dict], done: set[str], memory_budget: float, tags: tuple[str, ...] = ()) -> list[Chunk]:
-    """The chunks of the cells not in ``done``. Chunks (and so each cell's padding) are planned
-    over *all* cells, finished or not, so a resumed run trains every remaining cell exactly as
-    an uninterrupted run would. Pure and deterministic."""
-    out = []
-    for key, bucket in grid.buckets(cells, tags).items():
-        static = dict(key)
-        comp = Composition.of(static, tags)
-        for chunk, pads in grid.chunks(comp, static, bucket, memory_budget):
-            todo = tuple(c for c in chunk if grid.cell_id(c) not in done)
-            if todo:
-                out.append(Chunk(key, todo, tuple(sorted(pads.items())), tuple(tags)))
-    return out
 
 
 def train_chunk(chunk: Chunk) -> pa.Table:
@@ -359,12 +335,11 @@ def make_executor(name: str):
     return RayExecutor() if name == "ray" else LocalExecutor()
 
 
-def _report_damage(store: Store, cells: list[dict], chunks: list[Chunk], memory_budget: float, tags, since: int):
+def _report_damage(store: Store, chunks: list[Chunk], since: int):
     """One warning per part the store moved aside since ``since``, with how many cells it held:
-    its footer's row count, or failing that the chunk of this plan whose ids hash to its name."""
-    sizes = {}
-    for ch in [*plan(cells, set(), memory_budget, tags), *chunks]:
-        sizes[part_name(grid.cell_id(c) for c in ch.cells)] = len(ch.cells)
+    its footer's row count, or failing that the chunk (of the plan, or left to train) whose ids
+    hash to its name."""
+    sizes = {part_name(grid.cell_id(c) for c in ch.cells): len(ch.cells) for ch in chunks}
     for d in store.damaged[since:]:
         n = d.cells if d.cells is not None else sizes.get(d.path.name)
         what = (
@@ -376,7 +351,7 @@ def _report_damage(store: Store, cells: list[dict], chunks: list[Chunk], memory_
 
 
 def run_cells(
-    cells: list[dict],
+    work: Plan | list[dict],
     store: Store,
     tags: tuple[str, ...] = (),
     memory_budget: float = 2e9,
@@ -385,15 +360,17 @@ def run_cells(
     on_chunk: Callable[[int], None] | None = None,
     train: Callable[[Chunk], pa.Table] = train_chunk,
 ) -> int:
-    """Train every cell whose id is not yet in ``store``; returns how many were trained.
+    """Train every cell of ``work`` (a run's :class:`Plan`, or cells planned here with ``tags``
+    and ``memory_budget``) whose id is not yet in ``store``; returns how many were trained.
     ``executor``: a name in EXECUTORS or an executor object; ``train``: the chunk trainer (a
     picklable function of a Chunk). Parts found damaged are moved aside, reported on stderr and
     in ``store.notes``, and their cells trained again."""
     ex = make_executor(executor) if isinstance(executor, str) else executor
+    plan = work if isinstance(work, Plan) else Plan.of(work, tags, memory_budget, check=False)
     since = len(store.damaged)
-    chunks = plan(cells, store.done_ids(), memory_budget, tags)
+    chunks = plan.todo(store.done_ids())
     if len(store.damaged) > since:
-        _report_damage(store, cells, chunks, memory_budget, tags, since)
+        _report_damage(store, [*plan.chunks, *chunks], since)
     todo = sum(len(ch.cells) for ch in chunks)
     if not todo:
         return 0

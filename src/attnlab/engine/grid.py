@@ -128,3 +128,15 @@ def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
     v["lr"] = v.pop("train.lr")
     v["key"] = np.stack([cell_key(seed_id(c)) for c in cells])
     return v
+
+
+def cell_parts(cell: dict, tags: tuple[str, ...] = ()):
+    """(composition, static fields, its own padded sizes, per-cell inputs v) of one cell: what
+    rebuilding its Problem and drawing its data again from its key take."""
+    import jax.numpy as jnp
+
+    comp = Composition.of(cell, tuple(tags))
+    static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
+    pads = {f: cell[f] for f in comp.size_fields()}
+    v = {k: jnp.asarray(x[0]) for k, x in batch_inputs(comp, [cell]).items()}
+    return comp, static, pads, v

@@ -10,8 +10,9 @@ Experiment = spec(scale) → cells → results → analysis → figures + claims
              TOML ``--config`` and then ``--set name=v1,v2`` override any of them
     cells    flat namespaced dicts, one per run: the grid × ``seeds`` blocks × ``reps``. An
              experiment with stages (e.g. tune the learning rate on validation runs, then run
-             the grid with the chosen one) trains a stage through ``run`` and builds the next
-             stage's cells from its results; every stage lands in the same store
+             the grid with the chosen one) plans them in a generator, ``stages``: ``results =
+             yield cells`` has a stage trained and builds the next stage's cells from its
+             results; every stage lands in the same store
     derive   optional: rows computed from the trained cells (e.g. evaluations of the saved
              parameters under token removal), one or more per cell; the derived table is
              results.parquet
@@ -21,7 +22,7 @@ Experiment = spec(scale) → cells → results → analysis → figures + claims
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,30 @@ from attnlab.experiments.config import (
 from attnlab.rules import Verdict
 
 SCALES = ("smoke", "cpu", "paper")
+
+Stages = Generator[list[dict], dict[str, np.ndarray], list[dict]]
+
+
+def staged(stages: Stages, answer: Callable[[list[dict]], dict[str, np.ndarray]]) -> list[dict]:
+    """Run an experiment's :meth:`~Experiment.stages` to the end, answering each stage with
+    ``answer(cells)`` (the pipeline trains it; an audit simulates it); returns every cell."""
+    try:
+        cells = next(stages)
+        while True:
+            cells = stages.send(answer(cells))
+    except StopIteration as done:
+        return done.value
+
+
+def tagged(stages: Stages, tags: dict) -> Stages:
+    """``stages`` with ``tags`` added to every cell it yields and returns (an experiment made of
+    another's stages, once per setting)."""
+    try:
+        cells = next(stages)
+        while True:
+            cells = stages.send((yield [c | tags for c in cells]))
+    except StopIteration as done:
+        return [c | tags for c in done.value]
 
 
 @dataclass
@@ -95,11 +120,18 @@ class Experiment:
     audit = None  # the claims' audit design (attnlab.audit.Design)
     controls: tuple = ()  # real runs whose outcomes are known (attnlab.audit.Control)
 
-    def cells(self, spec, run: Callable[[list[dict]], dict[str, np.ndarray]] | None = None) -> list[dict]:
-        """The grid × seed blocks × reps (override to add variants, tags or stages). Every cell
-        to be analysed is returned; ``run(cells)`` trains a stage now (skipping what is done)
-        and returns its columns, so a later stage can depend on an earlier one's results."""
+    def cells(self, spec) -> list[dict]:
+        """The grid × seed blocks × reps (override to add variants or tags): the cells known
+        before anything is trained, which a dry run shows (a staged experiment's first ones)."""
         return expand(spec)
+
+    def stages(self, spec) -> Stages:
+        """Every cell to be analysed, planned stage by stage: ``results = yield cells`` has a
+        stage trained (what is done is skipped) and receives its columns, so a later stage can
+        depend on an earlier one's results; the return value is every cell, and those not
+        trained yet are trained last. Default: no stage, :meth:`cells`."""
+        yield from ()
+        return self.cells(spec)
 
     def derive(self, table: pa.Table, spec) -> pa.Table:
         """The results table the analysis reads (default: one row per trained cell)."""

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 
 from attnlab import problem as P
 from attnlab import rules
+from attnlab.engine.grid import cell_parts
 from attnlab.errors import AttnlabError
-from attnlab.experiments.base import Experiment
+from attnlab.experiments.base import Experiment, staged
 from attnlab.experiments.config import ExperimentSpec, format_validation_error
 
 # ---------------------------------------------------------------- pipeline
@@ -37,20 +38,6 @@ class Trained:
     v: dict
     data: dict
     params: dict
-
-
-def cell_parts(cell: dict, tags: tuple[str, ...] = ()):
-    """(composition, static fields, its own padded sizes, per-cell inputs v) of one cell: what
-    rebuilding its Problem and drawing its data again from its key take."""
-    import jax.numpy as jnp
-
-    from attnlab.engine import grid
-
-    comp = P.Composition.of(cell, tuple(tags))
-    static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
-    pads = {f: cell[f] for f in comp.size_fields()}
-    v = {k: jnp.asarray(x[0]) for k, x in grid.batch_inputs(comp, [cell]).items()}
-    return comp, static, pads, v
 
 
 def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):
@@ -113,24 +100,21 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
     their sizes and the estimated memory of their largest cell, all checked as a run checks them
     (sizes, classification, memory); with ``estimate``, its wall time from a short calibration
     (:mod:`attnlab.estimate`: a few cells trained for a few steps, results thrown away)."""
-    from attnlab.engine import grid
+    from attnlab.engine.plan import Plan
 
     cells = exp.cells(spec)
-    budget = spec.memory_budget_gb * 1e9
+    plan = Plan.of(cells, exp.tags, spec.memory_budget_gb * 1e9)
     buckets = []
-    for static, members in grid.buckets(cells, exp.tags).items():
-        comp = P.Composition.of(dict(static), exp.tags)
-        comp.check(dict(static))
-        one = grid.cell_memory(comp, dict(static), members, budget)
-        sizes = {f: sorted({c[f] for c in members}) for f in comp.size_fields()}
+    for b in plan.buckets:
+        static = dict(b.static)
         buckets.append(
             {
-                "data": dict(static).get("data.name"),
-                "model": dict(static).get("model.name"),
-                "cells": len(members),
-                "sizes": sizes,
-                "cell_bytes": one,
-                "chunks": sum(1 for _ in grid.chunks(comp, dict(static), members, budget)),
+                "data": static.get("data.name"),
+                "model": static.get("model.name"),
+                "cells": len(b.cells),
+                "sizes": {f: sorted({c[f] for c in b.cells}) for f in b.comp.size_fields()},
+                "cell_bytes": b.cell_bytes,
+                "chunks": len(b.chunks),
             }
         )
     staged = "stage" in exp.tags
@@ -144,7 +128,7 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
     if estimate:
         from attnlab.estimate import estimate as measure
 
-        out["estimate"] = measure(cells, budget, exp.tags)
+        out["estimate"] = measure(plan)
     return out
 
 
@@ -195,6 +179,7 @@ def run_spec(
     (:mod:`attnlab.experiments.sweep`), so both share one store, resume and compatibility check.
     ``command`` is the command line recorded in the verdict."""
     from attnlab.engine import executors, grid
+    from attnlab.engine.plan import Plan
     from attnlab.engine.store import Store, atomic_write_bytes
     from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
     from attnlab.train import default_strategy, enable_compile_cache
@@ -205,43 +190,26 @@ def run_spec(
     t0 = time.perf_counter()
     store, trained = None, 0
 
-    def checked(cells: list[dict]) -> dict:
-        """Classification errors before anything is written; returns the cells' schema."""
+    def run(cells: list[dict]) -> dict[str, np.ndarray]:
+        """Plan (and check) a stage's cells, train what is not done, return their columns."""
+        nonlocal store, trained
         if not cells:
             raise AttnlabError("spec: the grid is empty")
-        schema = {}
-        for static, members in grid.buckets(cells, exp.tags).items():
-            comp = P.Composition.of(dict(static), exp.tags)
-            comp.check(dict(static))
-            grid.cell_memory(comp, dict(static), members, spec.memory_budget_gb * 1e9)
-            schema |= comp.schema
-        return schema
-
-    def run(cells: list[dict]) -> dict[str, np.ndarray]:
-        nonlocal store, trained
-        schema = checked(cells)
+        plan = Plan.of(cells, exp.tags, spec.memory_budget_gb * 1e9)  # errors before anything is written
         if store is None:
             try:
                 out.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
             store = Store(out)
-            store.check_compatible({"schema": schema, **versions()}, force=force)
-        trained += executors.run_cells(
-            cells,
-            store,
-            tags=exp.tags,
-            memory_budget=spec.memory_budget_gb * 1e9,
-            executor=executor,
-            progress=progress,
-        )
+            store.check_compatible({"schema": plan.schema, **versions()}, force=force)
+        trained += executors.run_cells(plan, store, executor=executor, progress=progress)
         ids = [grid.cell_id(c) for c in cells]
         by_id = dict(zip(ids, cells, strict=True))
         return table_columns(store.assemble(ids, describe=lambda i: describe(by_id[i], spec), write=False))
 
-    cells = exp.cells(spec, run)
-    checked(cells)
-    run(cells)
+    cells = staged(exp.stages(spec), run)
+    run(cells)  # the last cells (every stage's are done by now)
     ids = [grid.cell_id(c) for c in cells]
     trained_table = store.assemble(ids, write=False)
     table = exp.derive(trained_table, spec)

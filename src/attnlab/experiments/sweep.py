@@ -47,10 +47,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from attnlab import problem as P
+from attnlab.engine import fit
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Experiment
 from attnlab.experiments.config import ExperimentSpec, check_loaded, check_size, check_values, expand, read_toml
-from attnlab.experiments.pipeline import cell_parts, check_executor, run_spec
+from attnlab.experiments.pipeline import check_executor, run_spec
 
 SCALE = "user"  # a user grid has one scale: its own spec
 DEFAULT_METRICS = ("test_loss", "test_error")
@@ -186,92 +187,6 @@ def probes_of(spec: Spec, available) -> list[str]:
     return list(spec.report.probes)
 
 
-# ---------------------------------------------------------------- fit check
-
-
-def _why(e: Exception) -> str:
-    first = (str(e).strip().splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first[:300]}"
-
-
-def _forward(problem, shared, recipe: P.Recipe, failed: dict, where: str):
-    """One cell's data, init, outputs on both splits, loss and probes: traced, never run. A
-    probe set that fails is recorded in ``failed`` (its kind -> the exception)."""
-    import jax
-
-    def forward(v):
-        data = problem.make_data(v["key"], v, shared)
-        params = problem.init(v["key"], v)
-        f, aux = jax.vmap(lambda x: problem.apply(params, x))(data["X"])
-        f_test, _ = jax.vmap(lambda x: problem.apply(params, x))(data["X_test"])
-        for got, want, split in ((f, data["y"], "training"), (f_test, data["y_test"], "test")):
-            if got.shape != want.shape:
-                raise AttnlabError(
-                    f"{where}: the model gives outputs of shape {tuple(got.shape)} on the {split} set of "
-                    f"shape {tuple(want.shape)}; the trainer needs one number per sample"
-                )
-        problem.loss.fn(f, data["y"])
-        out = {}
-        for kind, fn, on in (
-            ("probes", problem.probes, recipe.log_every),
-            ("array_probes", problem.array_probes, recipe.array_log_every),
-        ):
-            if fn is None or not on:
-                continue
-            try:
-                out[kind] = fn(params, data, v, aux)
-            except AttnlabError:
-                raise
-            except Exception as e:  # any failure here means the probe set does not fit
-                failed[kind] = e
-        return out
-
-    return forward
-
-
-def check_fit(cells: list[dict]) -> list[str]:
-    """Trace one cell of every bucket abstractly (no compile, no training): the data must fit
-    the model (one output per sample) and the probe set must fit both. Returns the names of the
-    probes recorded over time."""
-    from attnlab.engine import grid
-
-    names: dict[str, None] = {}
-    for bucket in grid.buckets(cells).values():
-        names |= dict.fromkeys(_check_cell(bucket[0]))
-    return list(names)
-
-
-def _check_cell(cell: dict) -> list[str]:
-    import jax
-
-    comp, static, pads, v = cell_parts(cell)
-    where = f"data {comp.data.name!r} into model {comp.model.name!r}"
-    recipe = P.Recipe(**P.split(static, "train"))
-    misfit = lambda e: AttnlabError(f"train.probes: the probe set {recipe.probes!r} does not fit {where} ({_why(e)})")
-    try:
-        problem = comp.problem(static, pads)
-    except AttnlabError:
-        raise
-    except Exception as e:
-        try:  # the probe set is built with the problem: is it the culprit?
-            comp.problem({**static, "train.probes": ""}, pads)
-        except Exception:
-            raise AttnlabError(f"{where}: the model cannot be built for this data ({_why(e)})") from None
-        raise misfit(e) from None
-    failed: dict[str, Exception] = {}
-    forward = _forward(problem, comp.shared(static), recipe, failed, where)
-    with jax.enable_x64(recipe.dtype == "float64"):
-        try:
-            out = jax.eval_shape(forward, v)
-        except AttnlabError:
-            raise
-        except Exception as e:
-            raise AttnlabError(f"{where}: the shapes do not fit ({_why(e)})") from None
-    for exc in failed.values():
-        raise misfit(exc)
-    return ["train_loss", *out.get("probes", {})] if recipe.log_every else []
-
-
 def metric_names(cells: list[dict]) -> list[str]:
     """The per-cell metrics every cell will have: the loss and its metrics on both splits (for
     every loss in the grid), stop step and seconds."""
@@ -327,7 +242,7 @@ class UserGrid(Experiment):
         self.title = spec.title
         return spec
 
-    def cells(self, spec: Spec, run=None) -> list[dict]:
+    def cells(self, spec: Spec) -> list[dict]:
         if isinstance(spec.seeds, list):
             points = math.prod(
                 len(v)
@@ -339,7 +254,7 @@ class UserGrid(Experiment):
             cells = [c for s in spec.seeds for c in expand(spec.model_copy(update={"seed": s, "seeds": 1}))]
         else:
             cells = expand(spec)
-        probes = check_fit(cells)
+        probes = fit.check(cells)
         metrics_of(spec, metric_names(cells))
         probes_of(spec, probes)
         return cells

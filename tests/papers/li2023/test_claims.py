@@ -8,6 +8,7 @@ import pytest
 
 from attnlab import rules
 from attnlab.experiments import get
+from attnlab.experiments.base import staged
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.li2023.fig3 import approach_fit, decay_exponent, rate_fit
 
@@ -194,7 +195,7 @@ def test_diagram_cells_tune_the_lr_on_a_separate_stage_first():
             "data.N": np.array([c["data.N"] for c in cells]),
         }
 
-    cells = exp.cells(spec, run)
+    cells = staged(exp.stages(spec), run)
     (tune,) = seen
     assert [c for c in cells if c["stage"] == "tune"] == tune and len(tune) == 3 * 2
     assert sorted(c["train.lr"] for c in tune) == [0.1, 0.1, 0.2, 0.2, 0.5, 0.5]
@@ -206,11 +207,11 @@ def test_diagram_cells_tune_the_lr_on_a_separate_stage_first():
     assert {c["seed"] for c in grid} == {spec.seed}
     assert {c["train.draws"] for c in cells} == {"common"}  # the learners of a diagram share the data draws
     # without a run (or with tune_lr = []) there is no tune stage: the grid runs at the recipe's lr
-    for plain in (exp.cells(spec), exp.cells(exp.spec("smoke", ["tune_lr=", "floor=false"]), run)):
+    for plain in (exp.cells(spec), staged(exp.stages(exp.spec("smoke", ["tune_lr=", "floor=false"])), run)):
         assert {c["stage"] for c in plain} == {"grid"} and {c["train.lr"] for c in plain} == {spec.train["lr"]}
     assert len(seen) == 1
     seen.clear()
-    floor = exp.cells(spec.model_copy(update={"floor": True}), run)
+    floor = staged(exp.stages(spec.model_copy(update={"floor": True})), run)
     assert [len(s) for s in seen] == [6, 4 * 2]  # the ViT's tuning, then the linear learner's (floor_lr × tune_reps)
     lin = [c for c in floor if c["stage"] == "floor"]
     assert len(lin) == len(grid) and {c["model.name"] for c in lin} == {"li2023-linear"}

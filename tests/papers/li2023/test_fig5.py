@@ -12,6 +12,7 @@ from attnlab import problem as P
 from attnlab.engine import grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
+from attnlab.experiments.base import staged
 from attnlab.experiments.li2023 import fig5
 from attnlab.experiments.pipeline import reproduce
 from fixtures.cifar import make_cifar10
@@ -45,7 +46,7 @@ def fake_run(calls):
 def test_the_stages_and_their_cells(cache):
     spec = EXP.spec("smoke")
     calls = []
-    cells = EXP.cells(spec, fake_run(calls))
+    cells = staged(EXP.stages(spec), fake_run(calls))
     (pre,) = calls[0]
     assert len(calls) == 1 and cells[0] == pre
     assert pre["stage"] == "pretrain" and pre["data.classes"] == "4,9" and pre["data.spurious"] == ""
@@ -71,7 +72,7 @@ def test_the_stages_and_their_cells(cache):
     assert len({grid.cell_id(c) for c in cells}) == len(cells)
     # without a runner (nothing trained yet) only the cells that need no stored model
     assert [c["init"] for c in EXP.cells(spec)[1:]] == ["scratch"] * (len(ft) // 2)
-    assert len(EXP.cells(EXP.spec("smoke", ["inits=scratch"]), fake_run(calls))) == len(ft) // 2
+    assert len(staged(EXP.stages(EXP.spec("smoke", ["inits=scratch"])), fake_run(calls))) == len(ft) // 2
     assert len(calls) == 1
 
 

@@ -8,6 +8,7 @@ import pytest
 from attnlab import rules
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
+from attnlab.experiments.base import staged
 from attnlab.experiments.li2023 import phase, regimes, settle
 
 
@@ -182,7 +183,9 @@ def test_settle_designs_are_checked_before_anything_runs():
     spec = exp.spec("cpu", ["reps=1"])
     designs = spec.designs | {"floor": spec.designs["floor"] | {"n_star": [3, 4, 5, 7, 9]}}  # n_* = 9: z = 3.2
     with pytest.raises(AttnlabError, match=r"designs.floor: the column α_\* = 0.18 has margin z = 3.2"):
-        exp.cells(spec.model_copy(update={"designs": designs}), run=lambda cells: pytest.fail("ran before the check"))
+        staged(
+            exp.stages(spec.model_copy(update={"designs": designs})), lambda cells: pytest.fail("ran before the check")
+        )
     for scale in ("cpu", "paper"):
         s = exp.spec(scale, ["reps=1"])
         for design in s.designs:

@@ -151,7 +151,7 @@ class Fig3(Experiment):
     def defaults(self):
         return merge(common.DEFAULTS, PAPER)
 
-    def cells(self, spec: Spec, run=None) -> list[dict]:
+    def cells(self, spec: Spec) -> list[dict]:
         variants = [
             ({"regime": r}, {"data.mu": getattr(spec, f"mu_{r}"), "data.N": getattr(spec, f"N_{r}")})
             for r in spec.regime

@@ -74,6 +74,7 @@ from attnlab.audit import ClaimAudit, Design, Hypothesis
 from attnlab.data import li2023 as ldata
 from attnlab.data import sparsify
 from attnlab.engine.rows import PARAMS, params_bytes
+from attnlab.experiments.base import staged
 
 
 def _table(cells: list[dict]) -> dict[str, np.ndarray]:
@@ -271,7 +272,7 @@ def diagram_design(noise: dict, noise_source: str) -> PerExperiment:
             noise=dict(noise),
             noise_source=noise_source,
             plug_in=plug_in_diagram(exp),
-            cells=lambda spec: exp.cells(spec, run=_tuning(spec)),
+            cells=lambda spec: staged(exp.stages(spec), _tuning(spec)),
         )
 
     return PerExperiment(build)
@@ -680,7 +681,7 @@ def _images_design(exp) -> Design:
         noise=dict(IMAGES_NOISE),
         noise_source="default: measured on a cpu-scale run of li2023-fig5 (43 runs)",
         plug_in=plug_in_images,
-        cells=lambda spec: exp.cells(spec, run=_pretrained),
+        cells=lambda spec: staged(exp.stages(spec), _pretrained),
     )
 
 
@@ -771,7 +772,7 @@ def settle_design(exp) -> Design:
         noise={"steepness": 2.71},
         noise_source="default: the steepness of li2023-fig1's cpu run",
         plug_in=plug_in_settle,
-        cells=lambda spec: exp.cells(spec, run=_tuning(spec)),
+        cells=lambda spec: staged(exp.stages(spec), _tuning(spec)),
     )
 
 

@@ -161,7 +161,7 @@ class Fig4(Experiment):
             },
         )
 
-    def cells(self, spec, run=None) -> list[dict]:
+    def cells(self, spec) -> list[dict]:
         """The cells trained on all tokens (grid × reps), then per training strategy and k of
         ``train_ks`` the same grid × reps retrained with k tokens removed from every training and
         test sample."""

@@ -231,13 +231,18 @@ class Fig5(Experiment):
             },
         }
 
-    def cells(self, spec: Spec, run=None) -> list[dict]:
-        pre = pretrain_cells(spec)
+    def cells(self, spec: Spec) -> list[dict]:
+        """Pretraining, then fine-tuning (the pretrained cells' parameter file is known once
+        pretraining has run)."""
         if "pretrained" not in spec.inits:
             return finetune_cells(spec, None)
-        if run is None:  # the pretrained cells need stage 1's parameters
-            return pre + finetune_cells(spec, None)
-        res = run(pre)
+        return pretrain_cells(spec) + finetune_cells(spec, None)
+
+    def stages(self, spec: Spec):
+        if "pretrained" not in spec.inits:
+            return finetune_cells(spec, None)
+        pre = pretrain_cells(spec)
+        res = yield pre
         params = params_of(res[PARAMS][0])
         path, _ = write_params(params)
         return pre + finetune_cells(spec, path)

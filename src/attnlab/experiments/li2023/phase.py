@@ -481,18 +481,26 @@ class Diagram(Experiment):
                 c["train.max_steps"] = -(-c["data.N"] // (c["train.batch_size"] or c["data.N"]))
         return cells
 
-    def cells(self, spec, run=None) -> list[dict]:
-        spec = spec.model_copy(update={"train": spec.train | {"draws": "common"}})  # learners on the same draws
+    def cells(self, spec) -> list[dict]:
+        """The grid (its lr is the tuning stage's choice once that has run)."""
+        spec = self._common(spec)
         grid = self._expand(spec, "grid")  # validated before any tuning run is written
         if self.axis == "data.alpha_star":
             check_counts(grid, spec.max_confusion_ratio)
-        if run is None:
-            return grid
+        return grid
+
+    @staticmethod
+    def _common(spec):
+        return spec.model_copy(update={"train": spec.train | {"draws": "common"}})  # learners on the same draws
+
+    def stages(self, spec):
+        grid = self.cells(spec)
+        spec = self._common(spec)
         fields, _ = self.tune_column(grid, spec)
         out, lr = [], float(spec.train["lr"])
         if spec.tune_lr:
             tune = self._tune_cells(spec, fields, spec.tune_lr)
-            lr = choose_lr(run(tune), self.axis)["chosen"]
+            lr = choose_lr((yield tune), self.axis)["chosen"]
             out += tune
         out += [c | {"train.lr": lr} for c in grid]
         if spec.eta_mults:
@@ -507,7 +515,7 @@ class Diagram(Experiment):
         if spec.floor:
             floor = self._floor_spec(spec)
             tune = self._tune_cells(floor, fields, spec.floor_lr, stage="floor-tune")
-            flr = choose_lr(run(tune), self.axis)["chosen"]
+            flr = choose_lr((yield tune), self.axis)["chosen"]
             out += tune + [c | {"train.lr": flr} for c in self._expand(floor, "floor")]
         return out
 

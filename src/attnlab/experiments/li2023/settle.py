@@ -45,7 +45,7 @@ from pydantic import Field, PositiveFloat
 from attnlab import plots, rules, theory
 from attnlab.errors import AttnlabError
 from attnlab.experiments import li2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, tagged
 from attnlab.experiments.li2023 import phase
 from attnlab.experiments.li2023.audit import SETTLE
 from attnlab.experiments.li2023.diagrams import AlphaDiagram, AlphaSpec
@@ -235,20 +235,32 @@ class Settle(Experiment):
     def defaults(self):
         return common.DEFAULTS
 
-    def cells(self, spec, run=None) -> list[dict]:
-        for design in spec.designs:  # every design's criterion checked before anything runs
+    def cells(self, spec) -> list[dict]:
+        self._check(spec)
+        settings = self._settings(spec)
+        return [c | tags for design, learner, tags in settings for c in _COLUMN.cells(_sub(spec, design, learner))]
+
+    def stages(self, spec):
+        self._check(spec)
+        out = []
+        for design, learner, tags in self._settings(spec):
+            out += yield from tagged(_COLUMN.stages(_sub(spec, design, learner)), tags)
+        return out
+
+    @staticmethod
+    def _check(spec):
+        """Every design's criterion, checked before anything runs."""
+        for design in spec.designs:
             sub = _sub(spec, design, next(iter(spec.learners)))
             check_design(
                 _COLUMN._expand(sub.model_copy(update={"reps": 1, "seeds": 1}), "grid"), design, spec.z_range[design]
             )
-        out = []
+
+    @staticmethod
+    def _settings(spec):
         for design in spec.designs:
             for learner in spec.learners:
-                tags = {"design": design, "learner": learner}
-                sub = _sub(spec, design, learner)
-                tagged = (lambda cs, t=tags: run([c | t for c in cs])) if run is not None else None
-                out += [c | tags for c in _COLUMN.cells(sub, tagged)]
-        return out
+                yield design, learner, {"design": design, "learner": learner}
 
     def analyse(self, cols, spec) -> Analysis:
         summary: dict = {}

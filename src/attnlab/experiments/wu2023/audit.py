@@ -386,7 +386,7 @@ INIT_THEORY = GEOMETRIC | {"lmin": {"lecun": 1.0, "he": 1.0, "ntk": 0.0}, "ntk_c
 
 
 def init_design(cells) -> Design:
-    """``cells``: the staged cells, ``exp.cells(spec, run=calibration)``."""
+    """``cells``: the staged cells, ``staged(exp.stages(spec), calibration)``."""
     w = INIT_THEORY
     speed_ratio = ClaimAudit(
         "speed-ratio",

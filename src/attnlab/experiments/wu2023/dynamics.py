@@ -150,7 +150,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from attnlab import plots
 from attnlab.errors import AttnlabError
 from attnlab.experiments import wu2023 as common
-from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
+from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, staged
 from attnlab.experiments.config import ExperimentSpec, expand, merge
 from attnlab.experiments.wu2023.analysis import (
     INITS,
@@ -248,7 +248,7 @@ class Dynamics(Experiment):
     def defaults(self):
         return merge(common.DEFAULTS, {"model": {"alpha": self.alpha}, "train": TRAIN})
 
-    def cells(self, spec: Spec, run=None) -> list[dict]:
+    def cells(self, spec: Spec) -> list[dict]:
         return common.stepped_cells(spec)
 
     def derive(self, table, spec: Spec):
@@ -441,7 +441,7 @@ class InitComparison(Experiment):
     scales = {"smoke": INIT_SMOKE, "cpu": INIT_CPU, "paper": INIT_PAPER}
     tags = ("compare",)
     # staged: the 'ratio' runs' lr comes from the calibration stage, answered by the kernel model
-    audit = init_design(lambda spec: INIT.cells(spec, run=calibration))
+    audit = init_design(lambda spec: staged(INIT.stages(spec), calibration))
     assumptions = (
         (
             "Same γ: one raw lr = γ·16/max(d_m) for every init and width; same ratio: lr = c·N/λ̄_max(K₀) per (init, "
@@ -456,13 +456,15 @@ class InitComparison(Experiment):
     def defaults(self):
         return merge(common.DEFAULTS, {"train": TRAIN | {"log_every": 20, "log_dense_until": 5}})
 
-    def cells(self, spec: InitSpec, run=None) -> list[dict]:
+    def cells(self, spec: InitSpec) -> list[dict]:
+        """The same-γ runs (the 'ratio' runs' lr comes from their kernels, once they have run)."""
         same = expand(spec, [({"compare": "gamma"}, {})])  # validated, typed cells
         lr = common.step(spec.gamma, max(c["model.d_m"] for c in same), spec.step_norm)
-        same = [c | {"train.lr": lr} for c in same]
-        if run is None:
-            return same
-        lam = calibrate(run(same))
+        return [c | {"train.lr": lr} for c in same]
+
+    def stages(self, spec: InitSpec):
+        same = self.cells(spec)
+        lam = calibrate((yield same))
         bad = {k: v for k, v in lam.items() if not (np.isfinite(v) and v > 0)}
         if bad:
             raise AttnlabError(f"wu2023-init: no finite λ_max(K₀) to calibrate the 'ratio' step at (init, d_m) {bad}")

@@ -289,7 +289,7 @@ class EncoderMnist(Experiment):
 
     width = "d_m"  # the model's width field
 
-    def cells(self, spec: Spec, run=None) -> list[dict]:
+    def cells(self, spec: Spec) -> list[dict]:
         """The trained grid, then 0-step cells at ``kernel_widths`` (K₀ only)."""
         cells = common.stepped_cells(spec)
         if spec.kernel_widths:

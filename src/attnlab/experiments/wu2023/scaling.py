@@ -115,7 +115,7 @@ class Scaling(Experiment):
             {"model": {"alpha": [0.5, 1.0]}, "train": TRAIN | {"draws": "common"}, "mnist": dict(encoder_mnist.DATA)},
         )
 
-    def cells(self, spec: Spec, run=None) -> list[dict]:
+    def cells(self, spec: Spec) -> list[dict]:
         out = []
         if "synthetic" in spec.datasets:
             out += common.stepped_cells(spec)

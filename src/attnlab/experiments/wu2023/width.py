@@ -244,7 +244,7 @@ class Width(Experiment):
             },
         )
 
-    def cells(self, spec, run=None) -> list[dict]:
+    def cells(self, spec) -> list[dict]:
         return [c | {"train.lr": lr(spec, c["model.d_m"])} for c in expand(spec)]
 
     def analyse(self, cols, spec: Spec) -> Analysis:
