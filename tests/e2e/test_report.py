@@ -9,7 +9,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from attnlab import report
+from attnlab import fmt
 from attnlab.cli import app
 from attnlab.experiments.pipeline import rebuild
 
@@ -99,7 +99,7 @@ def test_report_of_several_dirs_writes_an_index_of_every_claim(runs, tmp_path):
     rows = re.findall(r'<tr class="(pass|fail|inconclusive|descriptive)" data-claim="([^"]+)">', html)
     assert rows == [(c["outcome"], c["id"]) for c in va["claims"] + vb["claims"]]
     for c in va["claims"] + vb["claims"]:
-        assert str(report.fmt_value(c["measured"])) in html
+        assert str(fmt.fmt_value(c["measured"])) in html
     assert 'href="it%27s%20fig1/report.html"' in html and 'href="fig3%20%5Bsmoke%5D/report.html"' in html
     assert "jiang2024-fig1" in html and "jiang2024-fig3" in html and "<script" not in html
 

@@ -25,6 +25,7 @@ from attnlab import parts
 from attnlab.cli import app
 from attnlab.errors import AttnlabError
 from attnlab.experiments import sweep as S
+from attnlab.experiments import sweep_spec, sweep_tables
 from helpers import ROOT, use_part
 
 runner = CliRunner()
@@ -98,7 +99,7 @@ def test_each_example_runs_and_reports(runs, name):
     assert set(table["train.max_steps"]) == {20}
     assert {p.stem for p in out.glob("*.png")} == figures and {p.stem for p in out.glob("*.pdf")} == figures
     html = (out / "report.html").read_text()
-    spec = S.Spec.model_validate_json((out / "spec.json").read_text())
+    spec = sweep_spec.Spec.model_validate_json((out / "spec.json").read_text())
     assert spec.title in html and "Results per grid point" in html
     text = " ".join(r.output.split())  # the terminal table wraps
     assert f"{points * seeds} cells ({points * seeds} trained now)" in text and "report.html" in text
@@ -119,7 +120,7 @@ def test_composed_parts_are_the_ones_asked_for(runs):
 
 def test_grid_table_is_the_mean_and_std_over_seeds(runs):
     out = runs["jiang2024_data_li2023_vit"][0]
-    title, columns, rows, _ = S.table_of(out)
+    title, columns, rows, _ = sweep_tables.table_of(out)
     t = pq.read_table(out / "results.parquet").to_pydict()
     assert columns[:3] == ["data.mu", "data.N", "cells"]
     for row in rows:
@@ -282,16 +283,16 @@ def test_a_shape_mismatch_between_data_and_model_is_one_clear_error(tmp_path, mo
 
 def spec_of(**report):
     spec = S.UserGrid.of(GOOD.replace("max_steps = 5", "lr = [0.1, 1.0]")).spec()
-    return spec.model_copy(update={"report": S.ReportSpec(**report)})
+    return spec.model_copy(update={"report": sweep_spec.ReportSpec(**report)})
 
 
 def test_layout_defaults_and_short_names():
-    lay = S.layout(spec_of())
+    lay = sweep_spec.layout(spec_of())
     assert (lay.x, lay.y, lay.hue, lay.panels) == ("data.N", None, "train.lr", ())
-    lay = S.layout(spec_of(x="lr", y="N"))
+    lay = sweep_spec.layout(spec_of(x="lr", y="N"))
     assert (lay.x, lay.y, lay.hue, lay.panels) == ("train.lr", "data.N", None, ())
     with pytest.raises(AttnlabError, match="report.hue: heatmaps"):
-        S.layout(spec_of(y="N", hue="lr"))
+        sweep_spec.layout(spec_of(y="N", hue="lr"))
 
 
 def test_diverged_cells_are_counted_not_averaged():

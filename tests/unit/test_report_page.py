@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab import report
+from attnlab import fmt, report
 from attnlab.experiments import get
 from attnlab.experiments.base import Analysis, Claim
 from attnlab.rules import Verdict
@@ -49,45 +49,45 @@ from attnlab.rules import Verdict
     ],
 )
 def test_fmt_number(x, text):
-    assert report.fmt_number(x) == text
+    assert fmt.fmt_number(x) == text
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: 0 < abs(x) < 1e300))
 def test_fmt_number_keeps_three_significant_digits(x):
-    assert math.isclose(float(report.fmt_number(x)), x, rel_tol=5e-3)
+    assert math.isclose(float(fmt.fmt_number(x)), x, rel_tol=5e-3)
 
 
 def test_fmt_interval_and_lists():
-    assert report.fmt_interval(-93.505643245093, 93.50564324510283) == "[-93.5, 93.5]"
-    assert report.fmt_interval(None, 0.5) == "[—, 0.5]"
-    assert report.fmt_text([0.01257911709367899, 0.987420882906321]) == "[0.0126, 0.987]"
-    assert report.fmt_text(np.array([1.0, 2.5])) == "[1, 2.5]"
-    assert report.fmt_text([]) == "[]"
+    assert fmt.fmt_interval(-93.505643245093, 93.50564324510283) == "[-93.5, 93.5]"
+    assert fmt.fmt_interval(None, 0.5) == "[—, 0.5]"
+    assert fmt.fmt_text([0.01257911709367899, 0.987420882906321]) == "[0.0126, 0.987]"
+    assert fmt.fmt_text(np.array([1.0, 2.5])) == "[1, 2.5]"
+    assert fmt.fmt_text([]) == "[]"
 
 
 def test_fmt_text_of_nested_dicts():
     measured = {"p": None, "ci95": [-93.5056, 93.5056], "lr_p_value": {"p=1": 0.975, "p=2": 1.0}}
-    assert report.fmt_text(measured) == "p: —; ci95: [-93.5, 93.5]; lr_p_value: {p=1: 0.975; p=2: 1}"
-    assert report.fmt_text({0.5: 0.123456, 2: "x"}) == "0.5: 0.123; 2: x"
-    assert report.fmt_text({}) == "{}" and report.fmt_text("plain") == "plain"
+    assert fmt.fmt_text(measured) == "p: —; ci95: [-93.5, 93.5]; lr_p_value: {p=1: 0.975; p=2: 1}"
+    assert fmt.fmt_text({0.5: 0.123456, 2: "x"}) == "0.5: 0.123; 2: x"
+    assert fmt.fmt_text({}) == "{}" and fmt.fmt_text("plain") == "plain"
 
 
 def test_fmt_value_renders_dicts_as_key_value_lists_and_escapes():
-    html = str(report.fmt_value({"ok": 2, "ci": [0.158, 1.0], "sub": {"a<b": "<i>x</i>"}}))
+    html = str(fmt.fmt_value({"ok": 2, "ci": [0.158, 1.0], "sub": {"a<b": "<i>x</i>"}}))
     assert html.startswith('<ul class="kv">') and html.count('<ul class="kv">') == 2
     assert '<span class="k">ok:</span> <span class="num">2</span>' in html
     assert '<span class="k">ci:</span> <span class="num">[0.158, 1]</span>' in html
     assert "a&lt;b:" in html and "&lt;i&gt;x&lt;/i&gt;" in html and "<i>" not in html
-    assert "not measured" in str(report.fmt_value(None))
-    assert str(report.fmt_value([{"k": 1}, {"k": 2}])).startswith('<ol class="seq">')
-    assert str(report.fmt_value("<script>")) == "&lt;script&gt;"
+    assert "not measured" in str(fmt.fmt_value(None))
+    assert str(fmt.fmt_value([{"k": 1}, {"k": 2}])).startswith('<ol class="seq">')
+    assert str(fmt.fmt_value("<script>")) == "&lt;script&gt;"
 
 
 def test_fmt_duration():
-    assert report.fmt_duration(4.1834) == "4.18 s"
-    assert report.fmt_duration(725) == "12 min 5 s"
-    assert report.fmt_duration(3 * 3600 + 12 * 60 + 3) == "3 h 12 min"
-    assert report.fmt_duration(None) == "—"
+    assert fmt.fmt_duration(4.1834) == "4.18 s"
+    assert fmt.fmt_duration(725) == "12 min 5 s"
+    assert fmt.fmt_duration(3 * 3600 + 12 * 60 + 3) == "3 h 12 min"
+    assert fmt.fmt_duration(None) == "—"
 
 
 def test_command_line_is_shell_quoted():

@@ -1,0 +1,5 @@
+"""``python -m attnlab.cli``: the same as ``attnlab``."""
+
+from attnlab.cli import app
+
+app()

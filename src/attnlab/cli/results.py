@@ -1,0 +1,122 @@
+"""Reading results back: ``attnlab report DIR...`` (figures, verdict and report rebuilt without
+training, an index page of several) and ``attnlab query DIR SQL`` (DuckDB over results.parquet)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from attnlab.cli.common import MAX_ROWS, app, fail, out
+from attnlab.errors import AttnlabError
+
+
+@app.command("report")
+def report_cmd(
+    dirs: Annotated[list[Path], typer.Argument(metavar="DIR", help="results directories (reproduce or sweep)")],
+    index: Annotated[
+        Path | None,
+        typer.Option(
+            "--index",
+            help="also write an index page of every claim here (default with several DIRs: "
+            "index.html in their common parent directory; with one DIR: none)",
+        ),
+    ] = None,
+) -> None:
+    """Rebuild the figures, verdict.json and report.html of results directories from their stored
+    results, without training; with several, also an index page of every claim."""
+    import os
+
+    from attnlab import report
+    from attnlab.experiments.pipeline import load_results, rebuild
+
+    try:
+        stored, seen = [], set()
+        for d in dirs:  # every directory is checked before anything is written
+            if d.resolve() not in seen:
+                seen.add(d.resolve())
+                stored.append(load_results(d))
+        if index is None and len(stored) > 1:
+            index = Path(os.path.commonpath([s.out.resolve() for s in stored])) / "index.html"
+        if index is not None:
+            if index.is_dir():
+                raise AttnlabError(f"--index {index}: is a directory (give a file name, e.g. {index / 'index.html'})")
+            own = {"report.html", "verdict.json", "spec.json", "results.parquet", "store.json"}
+            if index.name in own and any(index.resolve().parent == s.out.resolve() for s in stored):
+                raise AttnlabError(f"--index {index}: would overwrite a results file; use e.g. index.html")
+        verdicts = [rebuild(s) for s in stored]
+        if index is not None:
+            try:
+                index.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise AttnlabError(f"--index {index}: cannot create its directory ({e.strerror})") from None
+            report.write_index(index, [(s.out / "report.html", v) for s, v in zip(stored, verdicts, strict=True)])
+    except AttnlabError as e:
+        raise fail(e) from None
+    for s, v in zip(stored, verdicts, strict=True):
+        tally = ", ".join(f"{sum(c['outcome'] == o for c in v['claims'])} {o}" for o in report.OUTCOMES)
+        line = f"report: {(s.out / 'report.html').resolve()} ({v['experiment']}, {v['scale']}: "
+        line += f"{tally if v['claims'] else 'no claims'})"
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+    if index is not None:
+        out.print(f"index: {index.resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command("query")
+def query_cmd(
+    results_dir: Annotated[Path, typer.Argument(metavar="DIR", help="a results directory")],
+    sql: Annotated[str, typer.Argument(metavar="SQL", help="DuckDB SQL over the views `results` and `parts`")],
+    csv_out: Annotated[bool, typer.Option("--csv", help="print CSV (every row) instead of a table")] = False,
+    max_rows: Annotated[int, typer.Option(help="rows shown in the table (--csv prints all)", min=1)] = MAX_ROWS,
+) -> None:
+    """Query a results directory with SQL: `results` is DIR/results.parquet (one row per cell of the
+    last run), `parts` every DIR/parts/*.parquet (every cell ever trained there)."""
+    from attnlab.api import query
+
+    try:
+        result = query(results_dir, sql, format="arrow")
+    except AttnlabError as e:
+        raise fail(e) from None
+    if result is None:
+        return
+    rows = result.to_pylist()
+    if csv_out:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.column_names)
+        writer.writerows([_csv_value(r[c]) for c in result.column_names] for r in rows)
+        return
+    table = Table(title=f"{len(rows)} row(s)")
+    for col in result.column_names:
+        table.add_column(col, overflow="fold")
+    for r in rows[:max_rows]:
+        table.add_row(*(_text_value(r[c]) for c in result.column_names))
+    out.print(table)
+    if len(rows) > max_rows:
+        out.print(f"... {len(rows) - max_rows} more rows (--max-rows, LIMIT or --csv)", highlight=False)
+
+
+def _csv_value(v):
+    """A value as CSV text: lists and structs as JSON, bytes as hex, None as empty."""
+    if v is None:
+        return ""
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, list | dict):
+        return json.dumps(v, default=str)
+    return v
+
+
+def _text_value(v) -> str:
+    """A value for a terminal table: numbers to 3 significant digits, long lists shortened."""
+    from attnlab.fmt import fmt_text
+
+    if isinstance(v, bytes):
+        return f"<{len(v)} bytes>"
+    if isinstance(v, list) and len(v) > 6:
+        return fmt_text(v[:3])[:-1] + ", …, " + fmt_text(v[-1:])[1:] + f" ({len(v)})"
+    return fmt_text(v)

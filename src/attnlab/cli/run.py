@@ -1,0 +1,236 @@
+"""``attnlab list``, ``attnlab reproduce ID|all`` and ``attnlab sweep SPEC.toml``: run (or resume, or
+plan with ``--dry-run``) experiments and user grids, and print their verdicts."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from attnlab.cli.common import (
+    MAX_ROWS,
+    WIDE,
+    DryRunOption,
+    EstimateOption,
+    ExecutorOption,
+    ForceOption,
+    QuietOption,
+    SetsOption,
+    app,
+    err,
+    fail,
+    out,
+)
+from attnlab.errors import AttnlabError
+from attnlab.experiments import get, registry
+from attnlab.experiments.base import SCALES
+from attnlab.experiments.pipeline import reproduce
+
+
+@app.command("list")
+def list_() -> None:
+    """Print every experiment id, the regime of its claims and its title."""
+    for exp_id, exp in registry().items():
+        out.print(f"{exp_id}\t{exp.regime}\t{exp.title}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`), or all")],
+    scale: Annotated[str, typer.Option(help=f"one of {', '.join(SCALES)}")] = "cpu",
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="results directory (default results/ID-SCALE; with all: OUT/ID-SCALE)")
+    ] = None,
+    sets: SetsOption = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML file of field values (applied before --set)")
+    ] = None,
+    executor: ExecutorOption = "local",
+    quiet: QuietOption = False,
+    force: ForceOption = False,
+    dry_run: DryRunOption = False,
+    estimate: EstimateOption = True,
+) -> None:
+    """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html.
+    ``all``: every experiment in turn (each resumable), then an index page of every claim."""
+    from attnlab.fmt import fmt_text
+
+    if exp_id == "all":
+        return _reproduce_all(scale, out_dir, sets or [], executor, quiet, force, dry_run, estimate)
+    try:
+        exp = get(exp_id)
+        if dry_run:
+            return _print_plan(exp, exp.spec(scale, sets or [], config), estimate)
+        target = out_dir or Path("results") / f"{exp_id}-{scale}"
+        verdict = reproduce(
+            exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config, force=force
+        )
+    except AttnlabError as e:
+        raise fail(e) from None
+    title = f"{exp_id} ({scale}): {verdict['cells']} cells, {verdict['runtime_s']:.1f} s"
+    styles = {"pass": "[green]PASS", "fail": "[red]FAIL", "descriptive": "[blue]DESCRIPTIVE"}
+    if out.width < WIDE:  # a narrow terminal: one claim per block, lines wrapped at spaces, never mid-word
+        out.print(f"[bold]{title}[/bold]")
+        for c in verdict["claims"]:
+            out.print(f"\n{styles.get(c['outcome'], '[yellow]INCONCLUSIVE')}[/] [bold]{c['id']}[/bold]")
+            out.print(f"  measured: {fmt_text(c['measured'])}", markup=False, highlight=False)
+            out.print(f"  rule: {c['expected']}", markup=False, highlight=False)
+        out.print()
+    else:
+        table = Table(title=title)
+        for col in ("claim", "measured", "expected", "verdict"):
+            table.add_column(col, overflow="fold")
+        for c in verdict["claims"]:
+            table.add_row(
+                c["id"], fmt_text(c["measured"]), c["expected"], styles.get(c["outcome"], "[yellow]INCONCLUSIVE")
+            )
+        out.print(table)
+    if scale == "smoke":
+        out.print(
+            "smoke scale is a pipeline check: these verdicts say nothing about the paper's claims", highlight=False
+        )
+    out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run, estimate) -> None:
+    """Every experiment at ``scale`` into ``out_dir``/ID-SCALE, one after another (a rerun resumes
+    where it stopped), then one index of every claim; a summary line per id, exit 1 if one failed
+    to run."""
+    import time
+
+    from attnlab import report
+
+    root = out_dir or Path("results")
+    if sets:
+        raise fail("--set: applies to one experiment's fields; give an id, not all")
+    done, failed, t0 = [], [], time.perf_counter()
+    for exp_id, exp in registry().items():
+        try:
+            if dry_run:
+                _print_plan(exp, exp.spec(scale), estimate)
+                continue
+            target = root / f"{exp_id}-{scale}"
+            v = reproduce(exp, scale, target, executor=executor, progress=not quiet, force=force)
+            tally = {
+                o: sum(c["outcome"] == o for c in v["claims"]) for o in ("pass", "fail", "inconclusive", "descriptive")
+            }
+            out.print(
+                f"{exp_id}: {v['cells']} cells, {v['runtime_s']:.0f} s — "
+                + ", ".join(f"{n} {o}" for o, n in tally.items() if n),
+                highlight=False,
+            )
+            done.append((target / "report.html", v))
+        except AttnlabError as e:
+            err.print(f"error: {exp_id}: {e}", highlight=False, soft_wrap=True, markup=False)
+            failed.append(exp_id)
+    if done:
+        index = report.write_index(root / f"index-{scale}.html", done)
+        out.print(
+            f"all ({scale}): {len(done)} experiments in {time.perf_counter() - t0:.0f} s; index: {index.resolve()}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if failed:
+        raise fail(f"{len(failed)} experiment(s) did not run: {', '.join(failed)}", 1)
+
+
+def _print_plan(exp, spec, estimate: bool = False) -> None:
+    from attnlab.experiments.pipeline import dry_run
+    from attnlab.fmt import fmt_text
+
+    plan = dry_run(exp, spec, estimate)
+    for kind in ("data", "model", "train"):
+        values = " ".join(f"{k}={fmt_text(v)}" for k, v in getattr(spec, kind).items())
+        out.print(f"[{kind}] {values}", highlight=False, soft_wrap=True, markup=False)
+    table = Table(
+        title=f"{exp.id}: {plan['cells']:,} cells in {len(plan['buckets'])} buckets (dry run: nothing "
+        f"trained or written)"
+    )
+    for col in ("data", "model", "cells", "sizes", "memory per cell", "chunks"):
+        table.add_column(col, overflow="fold")
+    for b in plan["buckets"]:
+        sizes = "; ".join(f"{k.split('.', 1)[1]} = {', '.join(map(str, v))}" for k, v in b["sizes"].items())
+        table.add_row(
+            b["data"], b["model"], f"{b['cells']:,}", sizes, f"{b['cell_bytes'] / 1e6:.3g} MB", str(b["chunks"])
+        )
+    out.print(table)
+    out.print(
+        f"memory budget per chunk: {plan['memory_budget_gb']:g} GB" + (f"; {plan['note']}" if plan["note"] else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    if "estimate" in plan:
+        e = plan["estimate"]
+        steps = (
+            " at max_steps: a stop rule may end cells earlier"
+            if e["upper_bound"]
+            else f" at a mean stop step of {e['stop_fraction']:.2g} × max_steps ({e['stop_sample']} cells run to it)"
+            if e["stop_sample"]
+            else ""
+        )
+        out.print(
+            f"estimated wall time: {'≤ ' if e['upper_bound'] else '≈ '}{e['seconds']:.3g} s (compile ≈ "
+            f"{e['compile_seconds']:.3g} s for {e['programs']} programs on a cold compile cache, training ≈ "
+            f"{e['train_seconds']:.3g} s{steps}; calibrated on {e['calibrated']} of the programs; figures and "
+            f"report not counted)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@app.command("sweep")
+def sweep_cmd(
+    spec_path: Annotated[
+        Path, typer.Argument(metavar="SPEC.toml", help="the grid: title, seeds, [data], [model], [train], [report]")
+    ],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="results directory (default results/SPEC-name)")] = None,
+    sets: SetsOption = None,
+    executor: ExecutorOption = "local",
+    quiet: QuietOption = False,
+    force: ForceOption = False,
+    dry_run: DryRunOption = False,
+    estimate: EstimateOption = True,
+) -> None:
+    """Run (or resume) your own grid over any data model × model × training recipe; write
+    results.parquet, figures, verdict.json, report.html."""
+    from attnlab.experiments.sweep import SCALE, UserGrid, sweep
+    from attnlab.experiments.sweep_tables import table_of
+    from attnlab.fmt import fmt_text
+
+    target = out_dir or Path("results") / spec_path.stem
+    try:
+        if dry_run:
+            grid = UserGrid.of(spec_path)
+            return _print_plan(grid, grid.spec(SCALE, sets or []), estimate)
+        verdict = sweep(spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force)
+        title, columns, rows, paired = table_of(target)
+    except AttnlabError as e:
+        raise fail(e) from None
+    table = Table(
+        title=f"{title}: {verdict['cells']} cells ({verdict['cells_trained_now']} trained now), "
+        f"{verdict['runtime_s']:.1f} s"
+    )
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows[:MAX_ROWS]:
+        table.add_row(*(fmt_text(v) for v in row))
+    out.print(table)
+    if len(rows) > MAX_ROWS:
+        out.print(f"... {len(rows) - MAX_ROWS} more grid points in the report", highlight=False)
+    if paired:
+        table = Table(title=paired[0])
+        for col in paired[1]:
+            table.add_column(col, overflow="fold")
+        for row in paired[2][:MAX_ROWS]:
+            table.add_row(*(fmt_text(v) for v in row))
+        out.print(table)
+    out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+    out.print(
+        f'query:  attnlab query {shlex.quote(str(target))} "SELECT * FROM results LIMIT 5"',
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
