@@ -14,6 +14,7 @@ from attnlab import audit
 from attnlab.data import sparsify
 from attnlab.experiments import get
 from attnlab.experiments.li2023 import phase
+from attnlab.experiments.li2023.diagram import TUNE_SEED
 
 IDS = ("li2023-fig1", "li2023-fig2", "li2023-noise", "li2023-init-error", "li2023-fig3", "li2023-fig4", "li2023-fig5")
 DIAGRAMS = IDS[:4]
@@ -70,7 +71,7 @@ def test_the_diagram_simulator_draws_the_staged_design(exp_id):
     for k in cells[0]:
         assert cols[k].tolist() == [c.get(k) for c in cells], k
     tune, grid = cols["stage"] == "tune", cols["stage"] == "grid"
-    assert tune.sum() == len(spec.tune_lr) * spec.tune_reps and set(cols["seed"][tune]) == {spec.seed + phase.TUNE_SEED}
+    assert tune.sum() == len(spec.tune_lr) * spec.tune_reps and set(cols["seed"][tune]) == {spec.seed + TUNE_SEED}
     plain = exp.cells(spec)
     assert grid.sum() == len(plain) and len(set(cols["train.lr"][grid])) == 1
     points = {(c[exp.axis], c["data.N"]) for c in plain}

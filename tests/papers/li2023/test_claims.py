@@ -9,7 +9,7 @@ import pytest
 from attnlab import rules
 from attnlab.experiments import get
 from attnlab.experiments.base import staged
-from attnlab.experiments.li2023 import phase
+from attnlab.experiments.li2023 import diagram, floor, phase
 from attnlab.experiments.li2023.fig3 import approach_fit, decay_exponent, rate_fit
 
 STRATEGIES = ("irrelevant", "noisiest", "random", "attention")  # Fig. 4's removal strategies
@@ -159,19 +159,19 @@ def test_choose_lr_lowest_error_then_loss_skipping_diverged():
             (0.1, 0.0, 0.3, ok), (0.1, 0.02, 0.3, ok),  # 0.01
             (0.2, 0.0, 0.2, ok), (0.2, 0.02, 0.2, ok),  # 0.01, lower loss: the tie goes to it
             (0.5, 0.0, 0.01, ok), (0.5, 0.0, np.nan, div)]  # fmt: skip  # 0.0, but one run diverged
-    out = phase.choose_lr(lr_runs(rows), "data.alpha_star")
+    out = diagram.choose_lr(lr_runs(rows), "data.alpha_star")
     assert out["chosen"] == 0.2
     by_lr = {r["lr"]: r for r in out["table"]}
     assert set(by_lr) == {0.05, 0.1, 0.2, 0.5} and by_lr[0.5]["diverged"] == 1 and by_lr[0.5]["runs"] == 2
     assert by_lr[0.05]["val_error"] == pytest.approx(0.15) and by_lr[0.5]["val_loss"] == pytest.approx(0.01)
     assert out["where"] == {"data.alpha_star": 0.16, "N": 40}
     # without the diverged run 0.5 wins; the tie alone picks the lower loss whatever the order
-    assert phase.choose_lr(lr_runs(rows[:7]), "data.alpha_star")["chosen"] == 0.5
-    assert phase.choose_lr(lr_runs(rows[2:6][::-1]), "data.alpha_star")["chosen"] == 0.2
+    assert diagram.choose_lr(lr_runs(rows[:7]), "data.alpha_star")["chosen"] == 0.5
+    assert diagram.choose_lr(lr_runs(rows[2:6][::-1]), "data.alpha_star")["chosen"] == 0.2
     # every lr diverged: the lowest error is still chosen (from all of them)
     every = [(lr, e, np.nan, div) for lr, e in ((0.1, 0.3), (0.2, 0.1))]
     with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
-        assert phase.choose_lr(lr_runs(every), "data.alpha_star")["chosen"] == 0.2
+        assert diagram.choose_lr(lr_runs(every), "data.alpha_star")["chosen"] == 0.2
 
 
 def test_diagram_cells_tune_the_lr_on_a_separate_stage_first():
@@ -200,7 +200,7 @@ def test_diagram_cells_tune_the_lr_on_a_separate_stage_first():
     assert [c for c in cells if c["stage"] == "tune"] == tune and len(tune) == 3 * 2
     assert sorted(c["train.lr"] for c in tune) == [0.1, 0.1, 0.2, 0.2, 0.5, 0.5]
     assert {(c["data.alpha_star"], c["data.N"], c["seed"], c["block"]) for c in tune} == {
-        (1 / 6, 16, spec.seed + phase.TUNE_SEED, 0)  # every column free at τ = 0.05: the hardest, n_* = 2
+        (1 / 6, 16, spec.seed + diagram.TUNE_SEED, 0)  # every column free at τ = 0.05: the hardest, n_* = 2
     }
     grid = [c for c in cells if c["stage"] == "grid"]
     assert len(grid) == 3 * 3 * spec.reps and {c["train.lr"] for c in grid} == {0.2}
@@ -335,8 +335,8 @@ def test_oracle_floor_sees_bayes_error_only_under_heavy_noise():
 
     data = {"M": 6, "d": 24, "L": 50, "tau": 0.2, "noise": "coord", "N": 40, "n_test": 50}
     fields = lambda **kw: [ldata.Spec(**data | kw | {"alpha_star": a}).model_dump() for a in (0.12, 0.24)]
-    assert phase.oracle_floor(fields(), n=200) == [0.0, 0.0]
-    noisy = phase.oracle_floor(fields(tau=3.0), n=200)
+    assert floor.oracle_floor(fields(), n=200) == [0.0, 0.0]
+    noisy = floor.oracle_floor(fields(tau=3.0), n=200)
     assert all(0.2 < e < 0.6 for e in noisy), noisy
 
 

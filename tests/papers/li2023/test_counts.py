@@ -11,7 +11,7 @@ from scipy.stats import norm
 from attnlab.data import li2023 as ldata
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
-from attnlab.experiments.li2023 import phase
+from attnlab.experiments.li2023 import diagram, floor
 
 
 def roles(X):
@@ -27,7 +27,7 @@ def test_counts_resolve_to_integers_and_alpha_is_realised(n_star):
     assert "n_star" not in s.model_dump()  # a cell holds the realised α, so counts and fractions share an id
     assert ldata.Spec(**s.model_dump()).model_dump() == s.model_dump()  # idempotent: a stored cell validates to itself
     assert ldata.Spec(alpha_star=n_star / L, L=L).alpha_hash == s.alpha_hash  # the α path resolves the same
-    kw = {k: s.model_dump()[k] for k in phase._FIELDS}
+    kw = {k: s.model_dump()[k] for k in floor._FIELDS}
     X, _ = ldata.dataset(jax.random.PRNGKey(0), 16, **kw)
     rel, conf = roles(X)
     assert set(rel.tolist()) == {n_star} and set(conf.tolist()) == {n_star // 6}
@@ -65,7 +65,7 @@ def test_a_grid_of_counts_needs_strictly_increasing_net_counts():
         for scale in ("cpu", "paper"):
             e = get(sid)
             grid = e.cells(e.spec(scale, ["reps=1"]))
-            phase.check_counts(grid, 1 / (2 * np.e))  # every shipped grid is exact
+            diagram.check_counts(grid, 1 / (2 * np.e))  # every shipped grid is exact
             nets = sorted(
                 {
                     (
@@ -91,7 +91,7 @@ def test_the_mean_token_margin_matches_a_monte_carlo_of_the_generator(noise, tau
     """y·(x̄₁ − x̄₂) over fresh samples has mean/sd = z, and the best linear rule's error Φ(−z)."""
     s = ldata.Spec(n_star=n_star, L=L, d=d, tau=tau, noise=noise, noisy_frac=noisy_frac, noisy_tau=0.4)
     f = s.model_dump()
-    X, y = ldata.dataset(jax.random.PRNGKey(1), 20000, **{k: f[k] for k in phase._FIELDS})
+    X, y = ldata.dataset(jax.random.PRNGKey(1), 20000, **{k: f[k] for k in floor._FIELDS})
     xbar = np.asarray(X["tokens"]).mean(1)
     m = np.asarray(y) * (xbar[:, 0] - xbar[:, 1])
     z = ldata.margin_of(f)

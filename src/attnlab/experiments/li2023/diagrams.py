@@ -1,6 +1,6 @@
 """The four li2023 phase diagrams: success rate over (α_*, N) for the ViT (Fig. 1) and the
 attention-free baseline (Fig. 2), over (τ, N) and over (σ, N) — all on
-:class:`attnlab.experiments.li2023.phase.Diagram` (critical N_c per column, its laws, the oracle
+:class:`attnlab.experiments.li2023.diagram.Diagram` (critical N_c per column, its laws, the oracle
 and mean-token floors, the learning rate tuned on separate validation runs first).
 
 Before the run: the α_* columns are exact counts with strictly increasing net counts; each
@@ -40,8 +40,8 @@ from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Claim, rounded
 from attnlab.experiments.config import merge
 from attnlab.experiments.li2023 import phase
-from attnlab.experiments.li2023.audit import diagram_design
-from attnlab.experiments.li2023.phase import Diagram, DiagramSpec
+from attnlab.experiments.li2023.audit.diagrams import diagram_design
+from attnlab.experiments.li2023.diagram import Diagram, DiagramSpec
 from attnlab.parts import register
 
 TUNE_LR = [0.05, 0.1, 0.2, 0.5, 1.0]

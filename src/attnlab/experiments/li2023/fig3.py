@@ -71,7 +71,7 @@ from attnlab.audit import Control
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
 from attnlab.experiments.config import ExperimentSpec
-from attnlab.experiments.li2023.audit import ATTENTION
+from attnlab.experiments.li2023.audit.attention import ATTENTION
 from attnlab.parts import register
 
 

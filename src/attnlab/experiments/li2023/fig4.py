@@ -70,7 +70,7 @@ from attnlab.data import sparsify
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
 from attnlab.experiments.config import ExperimentSpec, expand, merge
-from attnlab.experiments.li2023.audit import SPARSIFICATION
+from attnlab.experiments.li2023.audit.sparsification import SPARSIFICATION
 from attnlab.experiments.pipeline import trained_cells
 from attnlab.parts import register
 from attnlab.train import stream

@@ -63,7 +63,7 @@ from attnlab.engine.rows import PARAMS, params_of
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
 from attnlab.experiments.config import ExperimentSpec, expand
-from attnlab.experiments.li2023.audit import IMAGES
+from attnlab.experiments.li2023.audit.images import IMAGES
 from attnlab.parts import register
 from attnlab.problem import write_params
 

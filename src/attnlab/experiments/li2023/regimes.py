@@ -33,7 +33,7 @@ from scipy import stats
 from attnlab import rules, theory
 from attnlab.experiments.base import Claim, rounded
 from attnlab.experiments.config import expand
-from attnlab.experiments.li2023.audit import diagram_design
+from attnlab.experiments.li2023.audit.diagrams import diagram_design
 from attnlab.experiments.li2023.diagrams import NOISE_FIG1, SMOKE, Fig1
 from attnlab.parts import register
 

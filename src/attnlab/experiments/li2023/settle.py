@@ -46,8 +46,8 @@ from attnlab import plots, rules, theory
 from attnlab.errors import AttnlabError
 from attnlab.experiments import li2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, tagged
-from attnlab.experiments.li2023 import phase
-from attnlab.experiments.li2023.audit import SETTLE
+from attnlab.experiments.li2023 import floor, phase
+from attnlab.experiments.li2023.audit.settle import SETTLE
 from attnlab.experiments.li2023.diagrams import AlphaDiagram, AlphaSpec
 from attnlab.parts import register
 
@@ -116,10 +116,10 @@ def _sub(spec: Spec, design: str, learner: str):
 
 def check_design(grid: list[dict], design: str, zr: tuple[float, float]) -> list[float]:
     """Every column's z inside the design's range (an error names the column otherwise)."""
-    fields = phase.column_fields(
+    fields = floor.column_fields(
         {k: np.array([c[k] for c in grid]) for k in grid[0]}, "data.alpha_star", np.ones(len(grid), bool)
     )
-    z = phase.margins(fields)
+    z = floor.margins(fields)
     for f, zi in zip(fields, z, strict=True):
         if not zr[0] <= zi <= zr[1]:
             raise AttnlabError(
@@ -284,10 +284,10 @@ class Settle(Experiment):
                     "parameters": _COLUMN.n_params(cols, g),
                     "columns": [c.as_dict() for c in cs],
                 }
-            fields = phase.column_fields(
+            fields = floor.column_fields(
                 cols, "data.alpha_star", (cols["design"] == design) & (cols["stage"] == "grid")
             )
-            z = phase.margins(fields)
+            z = floor.margins(fields)
             exps, pairs = paired_exponents(rows, spec.n_boot, spec.seed)
             for learner in per:
                 per[learner]["exponent"] = exps[learner]
