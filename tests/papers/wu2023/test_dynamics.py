@@ -13,9 +13,11 @@ import pytest
 
 from attnlab.engine import grid
 from attnlab.errors import AttnlabError
+from attnlab.experiments.base import staged
 from attnlab.experiments.config import ExperimentSpec, expand
-from attnlab.experiments.wu2023 import D_REF, step
+from attnlab.experiments.wu2023 import D_REF, inits, step
 from attnlab.experiments.wu2023 import dynamics as dyn
+from attnlab.experiments.wu2023.analysis import INITS, below_zero, rate_fit, slope_estimate
 from attnlab.train import stream
 from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference
 
@@ -100,22 +102,22 @@ def test_probes_by_hand_and_the_trainer_equals_the_reference():
 
 def test_rate_fit_and_slopes():
     t = np.arange(0, 101, 5.0)
-    rho, r2, n = dyn.rate_fit(t, 0.5 * 0.97**t, 1e-12, 10)
+    rho, r2, n = rate_fit(t, 0.5 * 0.97**t, 1e-12, 10)
     assert rho == pytest.approx(0.97) and r2 == pytest.approx(1.0) and n == 19
     L = 0.5 * 0.8**t  # falls below 1e-12·L_0 at t ≈ 124: the whole run is fitted; faster decay ends the window
-    assert dyn.rate_fit(t, L, 1e-6, 0)[2] == int(np.sum(L > 1e-6 * L[0]))
+    assert rate_fit(t, L, 1e-6, 0)[2] == int(np.sum(L > 1e-6 * L[0]))
     bumpy = 0.5 * 0.97**t * np.where(np.arange(len(t)) % 4 == 1, 1.05, 1.0)  # bumps stay in the window
-    assert dyn.rate_fit(t, bumpy, 1e-12, 0)[2] == len(t) and dyn.rate_fit(t, bumpy, 1e-12, 0)[0] < 1
+    assert rate_fit(t, bumpy, 1e-12, 0)[2] == len(t) and rate_fit(t, bumpy, 1e-12, 0)[0] < 1
     flat = np.r_[0.5 * 0.9 ** t[:5], np.full(len(t) - 5, 0.5 * 0.9 ** t[4])]  # stops decreasing at t = 20
-    assert dyn.rate_fit(t, flat, 1e-12, 0)[2] == 5
-    assert np.isnan(dyn.rate_fit(t, np.full(len(t), np.nan), 1e-12, 0)[0])
+    assert rate_fit(t, flat, 1e-12, 0)[2] == 5
+    assert np.isnan(rate_fit(t, np.full(len(t), np.nan), 1e-12, 0)[0])
     x = np.tile([16, 64, 256], 3)
     rep = np.repeat([0, 1, 2], 3)
-    est = dyn.slope_estimate(x, 3 * x**-0.5 * np.exp(0.01 * np.arange(9)), rep)
+    est = slope_estimate(x, 3 * x**-0.5 * np.exp(0.01 * np.arange(9)), rep)
     assert est["slope"] == pytest.approx(-0.5, abs=0.02) and est["hi"] < 0
-    assert dyn.below_zero(est, "y").outcome == "pass"
-    assert dyn.below_zero(dyn.slope_estimate(x, x**0.5 * np.exp(0.01 * np.arange(9)), rep), "y").outcome == "fail"
-    assert dyn.below_zero(dyn.slope_estimate(x[:3], x[:3] ** -1.0, rep[:3]), "y").outcome == "inconclusive"
+    assert below_zero(est, "y").outcome == "pass"
+    assert below_zero(slope_estimate(x, x**0.5 * np.exp(0.01 * np.arange(9)), rep), "y").outcome == "fail"
+    assert below_zero(slope_estimate(x[:3], x[:3] ** -1.0, rep[:3]), "y").outcome == "inconclusive"
 
 
 def test_linear_rule_tells_geometric_decay_from_power_laws_and_plateaus():
@@ -243,7 +245,7 @@ def init_columns(lmin_exp=None, q=None, seed=0, widths=(128, 256, 512, 1024, 204
     rng = np.random.default_rng(seed)
     rows = []
     for c in ("gamma", "ratio"):
-        for init in dyn.INITS:
+        for init in INITS:
             for w in widths:
                 for rep in range(3):
                     noise = lambda s=0.05: np.exp(s * rng.standard_normal())
@@ -272,7 +274,7 @@ def init_columns(lmin_exp=None, q=None, seed=0, widths=(128, 256, 512, 1024, 204
 
 
 def test_init_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
-    exp = dyn.INIT
+    exp = inits.INIT
     good = outcomes(exp, init_columns())
     assert good == dict.fromkeys(("lmin-lecun", "lmin-he", "lmin-ntk", "stability"), "pass") | {
         "speed-gamma": "descriptive",
@@ -287,7 +289,7 @@ def test_init_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     assert a.summary["λ_min(K₀) slopes, every block (d_m ≥ 100, descriptive)"]["lecun"]["slope"] < 0.8
     # below 10N the block's slope is pre-asymptotic: descriptive, whatever its value
     narrow = outcomes(exp, init_columns(widths=(128, 256, 512)))
-    assert {narrow[f"lmin-{i}"] for i in dyn.INITS} == {"descriptive"}
+    assert {narrow[f"lmin-{i}"] for i in INITS} == {"descriptive"}
     assert a.summary["per comparison, init and width (medians)"]["ratio"]["ntk"][128]["γ·λ_max(K₀)/N"] == (
         pytest.approx(1.0, abs=0.1)
     )
@@ -307,7 +309,7 @@ def test_cells_set_the_normalised_step_and_init_calibrates_on_the_same_gamma_run
     }
     assert {c["train.lr"] for c in dyn.FIG9.cells(dyn.FIG9.spec("cpu", ["step_norm=none"]))} == {1.0}
     assert {c["model.alpha"] for c in dyn.FIG9.cells(dyn.FIG9.spec("smoke"))} == {1.0}
-    exp = dyn.INIT
+    exp = inits.INIT
     spec = exp.spec("smoke", ["c=0.5"])
     seen = []
 
@@ -320,7 +322,7 @@ def test_cells_set_the_normalised_step_and_init_calibrates_on_the_same_gamma_run
             "model.d_m": np.array([c["model.d_m"] for c in cells]),
         }
 
-    cells = exp.cells(spec, run)
+    cells = staged(exp.stages(spec), run)
     (same,) = seen
     assert all(c["compare"] == "gamma" for c in same) and len(same) == 3 * 2 * spec.reps
     assert {c["train.lr"] for c in same} == {step(1.0, 16, "width")}  # the largest smoke width
@@ -329,13 +331,13 @@ def test_cells_set_the_normalised_step_and_init_calibrates_on_the_same_gamma_run
     for c in ratio:
         lam = {"lecun": 10.0, "he": 20.0, "ntk": 1.0}[c["model.init"]] * c["model.d_m"]
         assert c["train.lr"] == pytest.approx(0.5 * c["data.N"] / lam)
-    assert exp.cells(spec) == same  # without a run: the same-γ stage only
+    assert exp.cells(spec) == same  # before anything runs: the same-γ stage only
     nan = lambda cells: run(cells) | {"trace_lambda_max": np.full((len(cells), 2), np.nan)}
     with pytest.raises(AttnlabError, match="calibrate"):
-        exp.cells(spec, nan)
+        staged(exp.stages(spec), nan)
 
 
-@pytest.mark.parametrize("exp", dyn.EXPERIMENTS, ids=lambda e: e.id)
+@pytest.mark.parametrize("exp", (*dyn.EXPERIMENTS, inits.INIT), ids=lambda e: e.id)
 def test_smoke_run_has_the_experiments_claims(exp, smoke):
     run = smoke(exp.id)  # the session's shared smoke run
     v, on_disk = run.verdict, json.loads((run.out / "verdict.json").read_text())

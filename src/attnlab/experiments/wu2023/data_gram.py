@@ -33,7 +33,7 @@ data of ``wu2023-encoder-mnist``).
 
 Claims (thresholds are Spec fields; intervals 95 %). The reference is the same Gram of i.i.d.
 N(0, 1) tokens of the cell's shape (N, d_s, d): ρ_gauss, the geometric mean of 4 draws (seed (0, N, p),
-:func:`.audit.gaussian_rho`). Any i.i.d. sample's λ_min/λ̄ is positive at a finite N and falls
+:func:`.audit.data_gram.gaussian_rho`). Any i.i.d. sample's λ_min/λ̄ is positive at a finite N and falls
 with N, so neither "above 10⁻³" nor "no decay with N" tells data with the assumed structure from
 data without any (the audit: Gaussian tokens passed floor-* and failed trend-*, 1.0 each).
   floor-relu   at the largest N, for every d, the t interval (over subsets) of log(ρ_relu/ρ_gauss)
@@ -68,7 +68,7 @@ from attnlab import ntk, plots, rules
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
 from attnlab.experiments.config import ExperimentSpec
 from attnlab.experiments.pipeline import trained_cells
-from attnlab.experiments.wu2023.audit import gram_design
+from attnlab.experiments.wu2023.audit.data_gram import gram_design
 from attnlab.parts import register
 
 KERNELS = ("input", "relu")
@@ -130,9 +130,9 @@ def slope_interval(N: np.ndarray, rho: np.ndarray) -> dict:
 
 def gauss_reference(N: int, d: int) -> float:
     """ρ of the same Gram for i.i.d. N(0, 1) tokens of the cell's shape (N samples, d_s = 784/d
-    tokens in d): the geometric mean over 4 draws (seed (0, N, p)) of :func:`.audit.gaussian_rho`, which
+    tokens in d): the geometric mean over 4 draws (seed (0, N, p)) of :func:`.audit.data_gram.gaussian_rho`, which
     uses this module's own :func:`grams`."""
-    from attnlab.experiments.wu2023.audit import gaussian_rho
+    from attnlab.experiments.wu2023.audit.data_gram import gaussian_rho
 
     p = int(round(d**0.5))
     return {k: float(np.exp(v)) for k, v in gaussian_rho(((int(N), p),))[(int(N), p)].items()}

@@ -56,7 +56,7 @@ from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded, t_summary
 from attnlab.experiments.config import ExperimentSpec, merge
 from attnlab.experiments.pipeline import trained_cells
-from attnlab.experiments.wu2023.audit import limit_design
+from attnlab.experiments.wu2023.audit.limit import limit_design
 from attnlab.models import wu2023 as wu_model
 from attnlab.parts import register
 

@@ -79,7 +79,7 @@ from attnlab.experiments.base import Analysis, Claim, rounded
 from attnlab.experiments.config import merge
 from attnlab.experiments.wu2023 import dynamics
 from attnlab.experiments.wu2023.analysis import TRAIN, colors, logband, med, per_run, stability_verdict, trace
-from attnlab.experiments.wu2023.audit import protocol_design
+from attnlab.experiments.wu2023.audit.protocol import protocol_design
 from attnlab.parts import register
 
 REDUCTIONS = ("mean", "sum")

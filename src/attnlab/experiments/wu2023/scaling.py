@@ -57,7 +57,7 @@ from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
 from attnlab.experiments.config import merge
 from attnlab.experiments.wu2023 import dynamics, encoder_mnist
 from attnlab.experiments.wu2023.analysis import TRAIN, add_run_columns, colors, logband, med, paired, per_run, trace
-from attnlab.experiments.wu2023.audit import scaling_design
+from attnlab.experiments.wu2023.audit.scaling import scaling_design
 from attnlab.parts import register
 
 DATASETS = ("synthetic", "mnist")

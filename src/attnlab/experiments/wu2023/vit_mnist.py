@@ -53,14 +53,15 @@ from attnlab.experiments import wu2023 as common
 from attnlab.experiments.config import merge
 from attnlab.experiments.wu2023 import encoder_mnist as enc
 from attnlab.experiments.wu2023.analysis import INITS, TRAIN
-from attnlab.experiments.wu2023.audit import VIT_MNIST_LEVELS, VIT_MNIST_SOURCE, mnist_design
+from attnlab.experiments.wu2023.audit.mnist import VIT_MNIST_LEVELS, VIT_MNIST_SOURCE, mnist_design
+from attnlab.experiments.wu2023.mnist_claims import ALPHAS
 from attnlab.parts import register
 
 VIT = {"name": "vit", "depth": 1, "heads": 1, "mlp_ratio": 2.0, "pool": "mean", "pos": "learned", "qkv_bias": True}
-GRID = {"alpha": list(enc.ALPHAS), "init": list(INITS)}
+GRID = {"alpha": list(ALPHAS), "init": list(INITS)}
 SMOKE = dict(
     data={"N": 8, "n_test": 8},
-    model={"D": [8, 16], "alpha": list(enc.ALPHAS), "init": "lecun"},
+    model={"D": [8, 16], "alpha": list(ALPHAS), "init": "lecun"},
     train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
     reps=2,
     gamma=0.002,

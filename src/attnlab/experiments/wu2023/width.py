@@ -67,7 +67,7 @@ from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, Experiment, rounded
 from attnlab.experiments.config import ExperimentSpec, expand, merge
 from attnlab.experiments.wu2023.analysis import trace
-from attnlab.experiments.wu2023.audit import width_design
+from attnlab.experiments.wu2023.audit.width import width_design
 from attnlab.parts import register
 
 
