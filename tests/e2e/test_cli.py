@@ -6,6 +6,7 @@ program."""
 
 import dataclasses
 import json
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
@@ -334,3 +335,32 @@ def test_reproduce_all_plans_every_id_and_refuses_sets():
     assert r.output.count("dry run") == len(registry())
     r = runner.invoke(app, ["reproduce", "all", "--set", "reps=2"])
     assert r.exit_code == 2 and "--set: applies to one experiment's fields" in r.output
+    r = runner.invoke(app, ["reproduce", "all", "--scale", "smoke", "--only", "li2023", "--dry-run", "--no-estimate"])
+    assert r.exit_code == 0 and r.output.count("dry run") == sum(i.startswith("li2023-") for i in registry())
+    r = runner.invoke(app, ["reproduce", "all", "--only", "li2024"])
+    assert r.exit_code == 2 and "--only: no experiment of 'li2024'; papers: jiang2024, li2023, wu2023" in r.output
+    r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--only", "jiang2024"])
+    assert r.exit_code == 2 and "give all as the id" in r.output
+
+
+def test_reproduce_all_resumes_each_id_and_writes_an_index_and_a_summary(smoke, tmp_path):
+    """The shared smoke runs copied in as a previous ``reproduce all`` left them: the rerun
+    trains nothing, rebuilds every verdict and writes one index and one summary over them."""
+    from attnlab.experiments import registry
+
+    ids = [i for i in registry() if i.startswith("jiang2024-")]
+    for i in ids:
+        shutil.copytree(smoke(i).out, tmp_path / i)
+    r = runner.invoke(
+        app, ["reproduce", "all", "--scale", "smoke", "--only", "jiang2024", "--out", str(tmp_path), "--quiet"]
+    )
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [row["id"] for row in summary["ids"]] == ids and summary["failed"] == []
+    assert all(row["trained_now"] == 0 and row["cells"] == smoke(row["id"]).verdict["cells"] for row in summary["ids"])
+    for row in summary["ids"]:
+        claims = smoke(row["id"]).verdict["claims"]
+        assert sum(row[o] for o in ("pass", "fail", "inconclusive", "descriptive")) == len(claims)
+    index = (tmp_path / "index.html").read_text()
+    assert all(f'href="{i}/report.html"' in index for i in ids)
+    assert f"all (smoke): {len(ids)} experiments" in r.output

@@ -1,5 +1,6 @@
 """Reading results back: ``attnlab report DIR...`` (figures, verdict and report rebuilt without
-training, an index page of several) and ``attnlab query DIR SQL`` (DuckDB over results.parquet)."""
+training, an index page of several), ``attnlab query DIR SQL`` (DuckDB over results.parquet) and
+``attnlab docs`` (the documentation pages from committed result files)."""
 
 from __future__ import annotations
 
@@ -120,3 +121,32 @@ def _text_value(v) -> str:
     if isinstance(v, list) and len(v) > 6:
         return fmt_text(v[:3])[:-1] + ", …, " + fmt_text(v[-1:])[1:] + f" ({len(v)})"
     return fmt_text(v)
+
+
+@app.command("docs")
+def docs_cmd(
+    collect: Annotated[
+        Path | None,
+        typer.Option(help="first copy each id's verdict.json and main figure from this `reproduce all` directory"),
+    ] = None,
+    docs_dir: Annotated[Path, typer.Option("--docs", help="the documentation directory")] = Path("docs"),
+    check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if a page is out of date")] = False,
+) -> None:
+    """Build the documentation pages (one per paper, and the field reference) from the code and the
+    result files committed under DOCS/results/."""
+    from attnlab import docs
+
+    try:
+        if check:
+            old = docs.stale(docs_dir)
+            if old:
+                raise fail(f"{', '.join(old)} out of date under {docs_dir}: run `attnlab docs`", 1)
+            out.print(f"{docs_dir}: every page up to date", highlight=False)
+            return
+        if collect is not None:
+            ids = docs.collect(collect, docs_dir)
+            out.print(f"collected {len(ids)} runs from {collect}", highlight=False)
+        for path in docs.write(docs_dir):
+            out.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
+    except AttnlabError as e:
+        raise fail(e) from None

@@ -42,7 +42,13 @@ def reproduce_cmd(
     exp_id: Annotated[str, typer.Argument(metavar="ID", help="experiment id (see `attnlab list`), or all")],
     scale: Annotated[str, typer.Option(help=f"one of {', '.join(SCALES)}")] = "cpu",
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="results directory (default results/ID-SCALE; with all: OUT/ID-SCALE)")
+        Path | None,
+        typer.Option(
+            "--out", help="results directory (default results/ID-SCALE; with all: results/all-SCALE, one folder per id)"
+        ),
+    ] = None,
+    only: Annotated[
+        str | None, typer.Option(help="with all: only this paper's experiments (jiang2024, li2023, wu2023)")
     ] = None,
     sets: SetsOption = None,
     config: Annotated[
@@ -59,7 +65,9 @@ def reproduce_cmd(
     from attnlab.fmt import fmt_text
 
     if exp_id == "all":
-        return _reproduce_all(scale, out_dir, sets or [], executor, quiet, force, dry_run, estimate)
+        return _reproduce_all(scale, out_dir, only, sets or [], executor, quiet, force, dry_run, estimate)
+    if only is not None:
+        raise fail("--only: chooses the papers of `reproduce all`; give all as the id")
     try:
         exp = get(exp_id)
         if dry_run:
@@ -95,44 +103,66 @@ def reproduce_cmd(
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
-def _reproduce_all(scale, out_dir, sets, executor, quiet, force, dry_run, estimate) -> None:
-    """Every experiment at ``scale`` into ``out_dir``/ID-SCALE, one after another (a rerun resumes
-    where it stopped), then one index of every claim; a summary line per id, exit 1 if one failed
-    to run."""
+def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, estimate) -> None:
+    """Every experiment of ``attnlab list`` (or of one paper, ``--only``) at ``scale``, each with its
+    own spec, into ``out_dir``/ID (default results/all-SCALE), one after another in the list's
+    order (by paper, so ids that share buckets run back to back and reuse compiled programs). A
+    rerun resumes where it stopped. Then an index page of every claim (``index.html``) and a
+    summary of wall time and verdicts per id (``summary.json``, and the terminal); exit 1 if one
+    failed to run."""
+    import json
     import time
 
     from attnlab import report
+    from attnlab.engine.store import atomic_write_bytes
 
-    root = out_dir or Path("results")
+    root = out_dir or Path("results") / f"all-{scale}"
     if sets:
         raise fail("--set: applies to one experiment's fields; give an id, not all")
-    done, failed, t0 = [], [], time.perf_counter()
-    for exp_id, exp in registry().items():
+    exps = {i: e for i, e in registry().items() if only is None or i.split("-", 1)[0] == only}
+    if not exps:
+        papers = sorted({i.split("-", 1)[0] for i in registry()})
+        raise fail(f"--only: no experiment of {only!r}; papers: {', '.join(papers)}")
+    done, failed, rows, t0 = [], [], [], time.perf_counter()
+    for exp_id, exp in exps.items():
         try:
             if dry_run:
                 _print_plan(exp, exp.spec(scale), estimate)
                 continue
-            target = root / f"{exp_id}-{scale}"
+            target = root / exp_id
             v = reproduce(exp, scale, target, executor=executor, progress=not quiet, force=force)
-            tally = {
-                o: sum(c["outcome"] == o for c in v["claims"]) for o in ("pass", "fail", "inconclusive", "descriptive")
-            }
-            out.print(
-                f"{exp_id}: {v['cells']} cells, {v['runtime_s']:.0f} s — "
-                + ", ".join(f"{n} {o}" for o, n in tally.items() if n),
-                highlight=False,
-            )
-            done.append((target / "report.html", v))
         except AttnlabError as e:
             err.print(f"error: {exp_id}: {e}", highlight=False, soft_wrap=True, markup=False)
             failed.append(exp_id)
-    if done:
-        index = report.write_index(root / f"index-{scale}.html", done)
-        out.print(
-            f"all ({scale}): {len(done)} experiments in {time.perf_counter() - t0:.0f} s; index: {index.resolve()}",
-            highlight=False,
-            soft_wrap=True,
+            continue
+        tally = {o: sum(c["outcome"] == o for c in v["claims"]) for o in report.OUTCOMES}
+        rows.append(
+            {
+                "id": exp_id,
+                "cells": v["cells"],
+                "trained_now": v["cells_trained_now"],
+                "seconds": v["runtime_s"],
+                **tally,
+            }
         )
+        out.print(
+            f"{exp_id}: {v['cells']} cells, {v['runtime_s']:.0f} s — "
+            + ", ".join(f"{n} {o}" for o, n in tally.items() if n),
+            highlight=False,
+        )
+        done.append((target / "report.html", v))
+    if done:
+        index = report.write_index(root / "index.html", done)
+        total = time.perf_counter() - t0
+        summary = {"scale": scale, "only": only, "seconds": round(total, 1), "failed": failed, "ids": rows}
+        atomic_write_bytes(root / "summary.json", json.dumps(summary, indent=2).encode())
+        table = Table(title=f"all ({scale}): {len(done)} experiments in {total:.0f} s")
+        for col in ("id", "cells", "wall time", *report.OUTCOMES):
+            table.add_column(col, justify="left" if col == "id" else "right")
+        for r in rows:
+            table.add_row(r["id"], str(r["cells"]), f"{r['seconds']:.0f} s", *(str(r[o]) for o in report.OUTCOMES))
+        out.print(table)
+        out.print(f"index: {index.resolve()}", highlight=False, soft_wrap=True, markup=False)
     if failed:
         raise fail(f"{len(failed)} experiment(s) did not run: {', '.join(failed)}", 1)
 
