@@ -219,6 +219,8 @@ def test_report_from_synthetic_measurements():
         base_idx=[1, 3],
         gemm={"n": 64, "best": 1e10, "median": 9e9},
         rss_start_mb=300.0,
+        rng={"jax_threefry2x32": 2e-8, "numpy_pcg64": 5e-9, "best": "numpy_pcg64"},
+        tags=exp.tags,
     )
     assert r["ratio"]["steady"] == pytest.approx(4.0 / 0.5)  # 4 s per baseline cell vs 2 s / 4 cells
     assert r["ratio"]["whole"] == pytest.approx(4.0 / 2.5)
@@ -241,11 +243,35 @@ def test_report_from_synthetic_measurements():
     assert r["baseline"]["flops"] == paper
     assert r["ratio"]["work_baseline_over_attnlab"] == pytest.approx(paper / same, rel=1e-3)
     assert r["per_cell"][1]["baseline_test_loss"] == 0.15 and "baseline_test_loss" not in r["per_cell"][0]
+    f = r["floor"]  # the protocol's floor: its draws at the fastest generator + the paper's loop (test once) at GEMM
+    numbers = np.mean([flops.random_numbers(c, int(t), exp.tags) for c, t in zip(cells, stops, strict=True)])
+    work = np.mean([flops.cell_flops(per, loop(c), int(t), "paper") for c, t in zip(cells, stops, strict=True)])
+    assert f["generator"] == "numpy_pcg64" and f["random_numbers_per_cell"] == int(numbers)
+    assert f["seconds_per_cell"] == pytest.approx(numbers * 5e-9 + work / 1e10, rel=1e-3)
+    assert f["multiple"] == pytest.approx(0.5 / f["seconds_per_cell"], rel=1e-3)
     json.dumps(r)  # JSON-ready
     console = Console(record=True, width=140)
     report.render(r, console)
     text = console.export_text()
     assert "s / cell (steady)" in text and "8.00×" in text and "different sides of 0.2" in text
+    assert "protocol floor" in text and "× the floor" in text
+
+
+def test_random_numbers_of_a_jiang2024_cell_by_hand():
+    """Every element of the training and test inputs and of the initial parameters, plus one per
+    sample drawn into a mini-batch."""
+    _, _, cells = suites.suite_cells("jiang2024", "smoke")
+    c = cells[0]
+    M, d, N, n_test = c["data.M"], c["data.d"], c["data.N"], c["data.n_test"]
+    params = d * (2 * c["model.d_h"] + c["model.d_v"]) + c["model.d_v"]  # W_Q, W_K, W_V and the fixed head w_O
+    assert flops.random_numbers(c, 7) == (N + n_test) * M * d + params
+    assert flops.random_numbers(c | {"train.batch_size": 2}, 7) == (N + n_test) * M * d + params + 7 * 2
+
+
+def test_generator_rates_are_measured_for_each_candidate():
+    rates = measure.rng_rates(n=1 << 12, repeats=2)
+    assert {"jax_threefry2x32", "jax_rbg", "numpy_pcg64", "numpy_philox"} <= set(rates)
+    assert rates["best"] in rates and all(0 < v < 1e-5 for k, v in rates.items() if k != "best")
 
 
 def test_attnlab_side_on_two_smoke_cells():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from attnlab import train as T
@@ -179,3 +180,36 @@ def cell_flops(per: dict[str, int], loop: Loop, stop: int, protocol: str = "attn
         + p["forward"] * per["forward"]
         + p["updates"] * per["update"]
     )
+
+
+# ---------------------------------------------------------------- random numbers: what a run must draw
+
+
+def random_numbers(cell: dict, stop: int, tags: tuple[str, ...] = ()) -> int:
+    """The random numbers one run of ``cell`` draws under its protocol: one per element of its
+    training and test inputs and of its initial parameters (the synthetic data models draw every
+    element: Gaussian noise on every coordinate; labels and pattern ids are left out), plus one
+    per sample drawn into a mini-batch (a permutation per epoch) over ``stop`` steps."""
+    shapes = _draw_shapes(*_signature(cell, tags))
+    loop = Loop.of(cell)
+    return shapes + (stop * loop.batch if loop.batch else 0)
+
+
+def _signature(cell: dict, tags: tuple[str, ...]) -> tuple:
+    return tuple(sorted((k, v) for k, v in cell.items() if k not in ("seed", "block", "rep"))), tuple(tags)
+
+
+@functools.lru_cache(maxsize=256)
+def _draw_shapes(items: tuple, tags: tuple[str, ...]) -> int:
+    import jax
+    import numpy as np
+
+    from attnlab.engine.grid import cell_parts
+
+    comp, static, pads, v = cell_parts(dict(items) | {"seed": 0, "block": 0, "rep": 0}, tags)
+    problem = comp.problem(static, pads)
+    data = jax.eval_shape(lambda v: problem.make_data(v["key"], v, comp.shared(static)), v)
+    params = jax.eval_shape(lambda v: problem.init(v["key"], v), v)
+    inputs = [data[k] for k in ("X", "X_test") if k in data]
+    leaves = [x for tree in (inputs, params) for x in jax.tree_util.tree_leaves(tree)]
+    return int(sum(np.prod(x.shape) for x in leaves if np.issubdtype(x.dtype, np.floating)))

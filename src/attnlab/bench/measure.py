@@ -103,6 +103,32 @@ def gemm_flops_jax(n: int = 2048, repeats: int = 10) -> dict:
     return {"n": n, "best": flops / min(times), "median": flops / float(np.median(times))}
 
 
+def rng_rates(n: int = 1 << 22, repeats: int = 5) -> dict[str, float]:
+    """Seconds per standard-normal float32 of each generator attnlab could draw with, measured here
+    (median of ``repeats`` draws of ``n``): JAX's in a compiled program (threefry, rbg) and numpy's
+    on the host (PCG64, Philox); ``best`` the fastest's name."""
+    out: dict[str, float] = {}
+
+    def timed(draw) -> float:
+        draw()  # warm-up: compilation, allocation
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            draw()
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times)) / n
+
+    for impl in ("threefry2x32", "rbg"):
+        key = jax.random.key(0, impl=impl)
+        normal = jax.jit(lambda k: jax.random.normal(k, (n,), jnp.float32))
+        out[f"jax_{impl}"] = timed(lambda normal=normal, key=key: normal(key).block_until_ready())
+    for name, bits in (("pcg64", np.random.PCG64), ("philox", np.random.Philox)):
+        gen = np.random.Generator(bits(0))
+        out[f"numpy_{name}"] = timed(lambda gen=gen: gen.standard_normal(n, dtype=np.float32))
+    out["best"] = min(out, key=out.get)
+    return out
+
+
 def sig(x, digits: int = 4):
     """A JSON-ready float to ``digits`` significant digits (None for None, NaN, inf)."""
     if x is None or not math.isfinite(float(x)):

@@ -35,6 +35,8 @@ def build_report(
     gemm: dict,
     rss_start_mb: float,
     level: float | None = None,
+    rng: dict | None = None,
+    tags: tuple[str, ...] = (),
 ) -> dict:
     """Everything measured, as one JSON-ready dict: ratios, agreement, FLOP/s, compile, memory,
     and one row per cell. ``base_idx``: positions in ``cells`` of the baseline's cells; ``level``:
@@ -89,6 +91,7 @@ def build_report(
         "rss_before_training_mb": rounded(rss_start_mb, 1),
     }
     shapes = {json.dumps(p, sort_keys=True) for p in per}
+    floor = _floor(cells, per, stops, rng, peak, steady / K, tags) if rng else None
     report: dict[str, Any] = {
         "suite": suite,
         "experiment": experiment,
@@ -129,6 +132,7 @@ def build_report(
             "floor": oc.floor,
         },
         "attnlab": a,
+        "floor": floor,
         "baseline": None,
         "ratio": None,
         "agreement": None,
@@ -276,11 +280,20 @@ def render(report: dict, console: Console) -> None:
         fmt(b.get("peak_fraction_of_jax_gemm"), ".3g"),
     )
     t.add_row("cores busy (CPU s / wall s)", fmt(a["cores_used_steady"], ".2f"), fmt(b.get("cores_used"), ".2f"))
+    t.add_row("padding (executed / useful FLOPs)", fmt(a["padding_overhead"], ".3f"), "—")
     t.add_row("compile s (AOT)", fmt(a["compile_s_aot"], ".1f"), "—")
     t.add_row("peak RSS MB", fmt(a["peak_rss_mb"], ".0f"), fmt(b.get("peak_rss_mb_after_baseline"), ".0f"))
     console.print(t)
     gj = report["gemm_jax"]["best_flops_per_s"]
     console.print(f"JAX float32 {report['gemm_jax']['n']}² GEMM: {gj / 1e9:.1f} GFLOP/s (best)", highlight=False)
+    f = report.get("floor")
+    if f:
+        console.print(
+            f"protocol floor: {f['seconds_per_cell']:.3g} s / cell ({f['random_numbers_per_cell']:,} random numbers at "
+            f"{f['generator']}: {f['draw_seconds_per_cell']:.3g} s; {f['flops_per_cell']:.3g} FLOPs at the GEMM rate: "
+            f"{f['flop_seconds_per_cell']:.3g} s); attnlab steady = {f['multiple']:.2f}× the floor",
+            highlight=False,
+        )
     if r:
         rng = r.get("steady_by_chunk_range")
         console.print(
@@ -307,3 +320,30 @@ def render(report: dict, console: Console) -> None:
         )
     for n in report["notes"]:
         console.print(f"note: {n}", highlight=False, soft_wrap=True)
+
+
+def _floor(cells, per, stops, rng: dict, peak: float, steady_per_cell: float, tags) -> dict:
+    """The protocol's floor per cell: the random numbers it must draw at the fastest generator
+    measured in this run, plus the FLOPs its exact algorithm cannot avoid (the paper's loop, the
+    test set evaluated once, no padding) at the GEMM rate measured in this run."""
+    from attnlab.bench.flops import random_numbers
+
+    numbers = [random_numbers(c, int(st), tuple(tags)) for c, st in zip(cells, stops, strict=True)]
+    flops = [cell_flops(p, Loop.of(c), int(st), "paper") for p, c, st in zip(per, cells, stops, strict=True)]
+    best = rng[rng["best"]]
+    draw_s, flop_s = best * float(np.mean(numbers)), float(np.mean(flops)) / peak
+    seconds = draw_s + flop_s
+    return {
+        "seconds_per_cell": sig(seconds),
+        "multiple": rounded(steady_per_cell / seconds, 3),
+        "random_numbers_per_cell": int(np.mean(numbers)),
+        "draw_seconds_per_cell": sig(draw_s),
+        "flops_per_cell": int(np.mean(flops)),
+        "flop_seconds_per_cell": sig(flop_s),
+        "generator": rng["best"],
+        "seconds_per_number": {k: sig(v) for k, v in rng.items() if k != "best"},
+        "definition": "floor = random numbers the protocol draws (inputs, test inputs, initial parameters, "
+        "mini-batch permutations) × the fastest generator's seconds per number + the FLOPs of the paper's "
+        "loop with the test set evaluated once (no padding) / the JAX GEMM rate, both measured in this run; "
+        "multiple = attnlab's steady seconds per cell / floor",
+    }

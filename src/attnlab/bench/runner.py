@@ -16,11 +16,11 @@ from rich.progress import Progress
 
 from attnlab import train as T
 from attnlab.bench.baseline import TORCH_MISSING, Baseline, torch_available
-from attnlab.bench.measure import gemm_flops_jax, rss_mb
+from attnlab.bench.measure import gemm_flops_jax, rng_rates, rss_mb
 from attnlab.bench.report import build_report
 from attnlab.bench.suites import get_suite, select_cells, suite_cells
 from attnlab.engine import executors, grid
-from attnlab.engine.plan import Plan
+from attnlab.engine.plan import Chunk, Plan
 from attnlab.engine.store import Store
 from attnlab.errors import AttnlabError
 from attnlab.experiments.pipeline import table_columns
@@ -37,7 +37,7 @@ def _cols(store: Store, cells: list[dict]) -> dict[str, np.ndarray]:
     return table_columns(store.assemble([grid.cell_id(c) for c in cells], write=False))
 
 
-def aot_compile(chunks: list[executors.Chunk], strategy: str | None = None) -> dict:
+def aot_compile(chunks: list[Chunk], strategy: str | None = None) -> dict:
     """Seconds to lower and to compile the program of every distinct chunk shape, ahead of time,
     on fresh functions (nothing cached). The CPU strategy (``sequential``) is one program per
     chunk; the accelerator strategy (``vmap``) compiles its begin/advance/finish programs at the
@@ -82,7 +82,7 @@ def run_attnlab(
     memory_budget: float = 2e9,
     aot: bool = True,
     progress: bool = True,
-    between: Callable[[executors.Chunk, Callable[[int], None]], None] | None = None,
+    between: Callable[[Chunk, Callable[[int], None]], None] | None = None,
     between_total: int = 0,
     outcome: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
 ) -> dict:
@@ -190,13 +190,14 @@ def run_suite(
     )
     rss0 = rss_mb()
     gemm = gemm_flops_jax(gemm_n)
+    rng = rng_rates()
     sub = (select_cells(chosen, nb, seed + 1) if nb < len(chosen) else chosen) if nb else []
     sub_ids = {grid.cell_id(c) for c in sub}
     pos = {grid.cell_id(c): i for i, c in enumerate(chosen)}
     base_idx = sorted(pos[i] for i in sub_ids)
     state: dict[str, Any] = {}
 
-    def baseline_between(ch: executors.Chunk, advance: Callable[[int], None]) -> None:
+    def baseline_between(ch: Chunk, advance: Callable[[int], None]) -> None:
         if "b" not in state:  # torch is imported only now: after attnlab's compiling run and its RSS
             state["b"] = Baseline(s, exp.tags, baseline_threads, gemm_n)
         state["b"].run([c for c in ch.cells if grid.cell_id(c) in sub_ids], advance, dict(ch.pads))
@@ -233,4 +234,6 @@ def run_suite(
         gemm=gemm,
         rss_start_mb=rss0,
         level=s.level(spec),
+        rng=rng,
+        tags=exp.tags,
     )
