@@ -204,6 +204,7 @@ def test_report_from_synthetic_measurements():
         "stop_step": np.array([20, 40]),
         "status": np.array(["converged"] * 2),
         "seconds": np.array([3.0, 5.0]),
+        "draw_seconds": np.array([0.5, 0.5]),
         "cpu_s": np.array([6.0, 10.0]),
         "peak_rss_mb": 900.0,
     }
@@ -224,6 +225,8 @@ def test_report_from_synthetic_measurements():
     )
     assert r["ratio"]["steady"] == pytest.approx(4.0 / 0.5)  # 4 s per baseline cell vs 2 s / 4 cells
     assert r["ratio"]["whole"] == pytest.approx(4.0 / 2.5)
+    assert r["ratio"]["steady_with_baseline_draw"] == pytest.approx(4.5 / 0.5)  # its own data draw timed too
+    assert r["baseline"]["seconds_per_cell_with_draw"] == pytest.approx(4.5)
     assert r["ratio"]["steady_cpu_time"] == pytest.approx(8.0 / 1.0)
     assert r["ratio"]["steady_by_chunk"] == pytest.approx(
         [3.0 / 0.25, 5.0 / 0.75], rel=1e-3

@@ -223,9 +223,19 @@ class Baseline:
             batches = None if order is None else [self.torch.from_numpy(i.astype(np.int64)) for i in order]
             if self.warmup_s is None:
                 self._first(c, data, batches)
-            self.rows[grid.cell_id(c)] = serial_cell(self.torch, self.suite, c, data, batches)
+            row = serial_cell(self.torch, self.suite, c, data, batches)
+            self.rows[grid.cell_id(c)] = row | {"draw_seconds": self._draw(data)}
             if advance is not None:
                 advance(1)
+
+    def _draw(self, data: dict) -> float:
+        """Seconds a paper's script spends drawing this cell's inputs (training and test) itself:
+        ``torch.randn`` of as many numbers (the cell is trained on attnlab's draw of them, so that
+        the two sides' outcomes can be compared; this times the draw it stands for)."""
+        n = sum(int(np.size(data[k])) for k in ("X", "X_test"))
+        t0 = time.perf_counter()
+        self.torch.randn(n)
+        return time.perf_counter() - t0
 
     def result(self, cells: list[dict]) -> dict:
         rows = [self.rows[grid.cell_id(c)] for c in cells]
@@ -242,6 +252,7 @@ class Baseline:
             "stop_step": col("stop_step"),
             "status": col("status"),
             "seconds": col("seconds"),
+            "draw_seconds": col("draw_seconds"),
             "peak_rss_mb": rss_mb(),
         }
 
