@@ -110,15 +110,17 @@ _TALLY = """{% macro tally(claims) %}{% if claims %}<span class="tally">
 {% for o in outcomes %}{% set n = claims|selectattr("outcome", "equalto", o)|list|length %}
 {% if n %}<span class="badge {{ o }}">{{ n }} {{ o }}</span>{% endif %}{% endfor %}</span>
 {% else %}<span class="muted">no claims</span>{% endif %}{% endmacro %}"""
+_HEAD = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+"""  # a page's title and style follow
 
 TEMPLATE = _env.from_string(
     _BADGE
     + _TALLY
-    + """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>{{ exp.id }} ({{ verdict.scale }}): {{ n_pass }}/{{ n_counted }} claims pass</title>
+    + _HEAD
+    + """<title>{{ exp.id }} ({{ verdict.scale }}): {{ n_pass }}/{{ n_counted }} claims pass</title>
 <style>{{ css }}</style></head><body>
 <header>
 <h1>{{ exp.title }}</h1>
@@ -229,11 +231,8 @@ results.parquet beside this file.</footer>
 INDEX = _env.from_string(
     _BADGE
     + _TALLY
-    + """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>attnlab results: {{ n_pass }}/{{ n_counted }} claims pass</title>
+    + _HEAD
+    + """<title>attnlab results: {{ n_pass }}/{{ n_counted }} claims pass</title>
 <style>{{ css }}</style></head><body>
 <h1>attnlab results</h1>
 <p class="sub">{{ entries|length }} result directories &middot; {{ n_claims }} claims &middot;

@@ -74,6 +74,7 @@ position masks, never Python integers.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from typing import Literal
 
@@ -206,41 +207,22 @@ def _dataset(key, n, **kw):
     return jax.vmap(lambda i: sample(key, i, **kw))(jnp.arange(n))
 
 
-def dataset(
-    key,
-    n,
-    *,
-    alpha_star,
-    alpha_hash,
-    tau,
-    M,
-    d,
-    L,
-    kappa=SQRT2,
-    noise="ball",
-    noisy_frac=0.0,
-    noisy_tau=1.0,
-    spurious=0.0,
-    counts="fixed",
-    train=True,
-    dtype=jnp.float32,
-):
-    """Draw samples 0..n−1: returns (X, y) with X a dict of arrays with leading axis n, y ∈ R^n.
+def dataset(key, n, **kw):
+    """Draw samples 0..n−1 (``kw``: the fields of :func:`sample`, its defaults where not given):
+    returns (X, y) with X a dict of arrays with leading axis n, y ∈ R^n.
 
     Compiled once per shape (n, M, d, L) and mode (noise, counts, train, dtype); the numeric
     fields are traced inputs (cast to ``dtype``, so Python floats and arrays share a compile)."""
-    num = dict(
-        alpha_star=alpha_star,
-        alpha_hash=alpha_hash,
-        tau=tau,
-        kappa=kappa,
-        noisy_frac=noisy_frac,
-        noisy_tau=noisy_tau,
-        spurious=spurious,
-    )
-    dtype = jnp.dtype(dtype)
-    num = {k: jnp.asarray(x, dtype) for k, x in num.items()}
-    return _dataset(key, n, M=M, d=d, L=L, noise=noise, counts=counts, train=train, dtype=dtype, **num)
+    kw = _SAMPLE_DEFAULTS | kw
+    dtype = jnp.dtype(kw.pop("dtype"))
+    num = {k: jnp.asarray(kw.pop(k), dtype) for k in _NUMERIC}
+    return _dataset(key, n, dtype=dtype, **kw, **num)
+
+
+_NUMERIC = ("alpha_star", "alpha_hash", "tau", "kappa", "noisy_frac", "noisy_tau", "spurious")
+_SAMPLE_DEFAULTS = {
+    k: p.default for k, p in inspect.signature(sample).parameters.items() if p.default is not inspect.Parameter.empty
+}
 
 
 NOISE_SD = {

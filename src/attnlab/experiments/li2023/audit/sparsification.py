@@ -165,63 +165,33 @@ _INFORMED = {"irrelevant": "informed", "noisiest": "informed", "random": "random
 _H1_SPARSE = Hypothesis(
     "the informed orders remove the tokens the mean-pooled model's margin suffers from", SPARSIFY, _INFORMED
 )
+_NO_INFORMATION = {  # per removal order: the claim's H0, that it carries no information
+    "irrelevant": Hypothesis(
+        "irrelevant-first removes like random removal",
+        "no effect of which tokens are removed",
+        _INFORMED | {"irrelevant": "random"},
+    ),
+    "noisiest": Hypothesis(
+        "noisiest-first removes like random removal", "no effect of the noise level", _INFORMED | {"noisiest": "random"}
+    ),
+}
+_RANDOM = ClaimAudit(
+    "random",
+    Hypothesis("random removal keeps the share of relevant tokens", SPARSIFY, _INFORMED),
+    Hypothesis(
+        "random removal helps like irrelevant-first",
+        "which tokens are removed does not matter",
+        _INFORMED | {"random": "irrelevant"},
+    ),
+)
 SPARSIFICATION = Design(
     simulate=simulate_sparsification,
-    claims=(
-        ClaimAudit(
-            "irrelevant",
-            _H1_SPARSE,
-            Hypothesis(
-                "irrelevant-first removes like random removal",
-                "no effect of which tokens are removed",
-                _INFORMED | {"irrelevant": "random"},
-            ),
-        ),
-        ClaimAudit(
-            "noisiest",
-            _H1_SPARSE,
-            Hypothesis(
-                "noisiest-first removes like random removal",
-                "no effect of the noise level",
-                _INFORMED | {"noisiest": "random"},
-            ),
-        ),
-        ClaimAudit(
-            "random",
-            Hypothesis("random removal keeps the share of relevant tokens", SPARSIFY, _INFORMED),
-            Hypothesis(
-                "random removal helps like irrelevant-first",
-                "which tokens are removed does not matter",
-                _INFORMED | {"random": "irrelevant"},
-            ),
-        ),
-        ClaimAudit(
-            "irrelevant-test",
-            _H1_SPARSE,
-            Hypothesis(
-                "irrelevant-first removes like random removal",
-                "no effect of which tokens are removed",
-                _INFORMED | {"irrelevant": "random"},
-            ),
-        ),
-        ClaimAudit(
-            "noisiest-test",
-            _H1_SPARSE,
-            Hypothesis(
-                "noisiest-first removes like random removal",
-                "no effect of the noise level",
-                _INFORMED | {"noisiest": "random"},
-            ),
-        ),
-        ClaimAudit(
-            "random-test",
-            Hypothesis("random removal keeps the share of relevant tokens", SPARSIFY, _INFORMED),
-            Hypothesis(
-                "random removal helps like irrelevant-first",
-                "which tokens are removed does not matter",
-                _INFORMED | {"random": "irrelevant"},
-            ),
-        ),
+    claims=tuple(  # removal in training, then at test time: the same hypotheses
+        ClaimAudit(f"{c.claim}{suffix}", c.h1, c.h0)
+        for suffix in ("", "-test")
+        for c in (*(ClaimAudit(k, _H1_SPARSE, h0) for k, h0 in _NO_INFORMATION.items()), _RANDOM)
+    )
+    + (
         ClaimAudit(
             "attention",
             _H1_SPARSE,
