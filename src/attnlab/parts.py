@@ -172,8 +172,23 @@ def _allowed(info) -> str:
     return walk(info.annotation, info.metadata)
 
 
+class _Fields:
+    """A part's fields by role, from its config: static ones fix the compiled program, batched
+    ones (sizes included) are per-cell inputs."""
+
+    config: type[PartConfig]
+
+    @property
+    def static(self) -> tuple[str, ...]:
+        return self.config.with_role("static")
+
+    @property
+    def batched(self) -> tuple[str, ...]:
+        return self.config.with_role("batched", "size")
+
+
 @dataclass(frozen=True)
-class DataModel:
+class DataModel(_Fields):
     """A data model. ``make(key, v, s, pads, shared, dtype)`` returns the training set padded to
     ``pads`` (X: a per-sample pytree with leading axis n_pad, y, mask) and the test set; ``v``
     holds its batched fields, ``s`` its static ones (both as named by ``config``). Samples are
@@ -190,21 +205,13 @@ class DataModel:
     n_train: str = "N"  # the size field that counts the training samples (X's leading axis, padded)
 
     @property
-    def static(self) -> tuple[str, ...]:
-        return self.config.with_role("static")
-
-    @property
-    def batched(self) -> tuple[str, ...]:
-        return self.config.with_role("batched", "size")
-
-    @property
     def sizes(self) -> tuple[str, ...]:
         """The padded size fields (⊂ batched): a chunk pads each to its largest value."""
         return self.config.with_role("size")
 
 
 @dataclass(frozen=True)
-class Model:
+class Model(_Fields):
     """A model: ``config`` its hyperparameters (:class:`PartConfig`, the input shape's fields
     :func:`from_data`); ``init(key, hp, dtype)``; ``apply(params, x, hp) -> (f, aux)`` for one
     sample; ``trainable(hp)``; ``groups(hp)``: learning-rate group -> parameter names;
@@ -238,14 +245,6 @@ class Model:
     def fast(self) -> bool:
         """Are the fast paths exact for this part's ``apply``?"""
         return self.fast_of is self.apply
-
-    @property
-    def static(self) -> tuple[str, ...]:
-        return self.config.with_role("static")
-
-    @property
-    def batched(self) -> tuple[str, ...]:
-        return self.config.with_role("batched", "size")
 
     def hparams(self, s: dict, shape: dict):
         """The model's hyperparameters: its static fields ``s`` bound to the input ``shape``."""
