@@ -12,7 +12,7 @@ APT_PACKAGES = dataset-fashion-mnist chromium chromium-driver
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,ray,tidy]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,ray,tidy,track]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -66,13 +66,14 @@ test-cov: $(STAMP) $(DATA_STAMP)
 	$(BIN)/coverage report --data-file=results/.coverage | tee results/coverage.txt
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,bench]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,bench,track]"
 	$(BIN)/python benchmarks/bench_suite.py --check
 	$(BIN)/python benchmarks/bench_trainer.py --cells 64
 	$(BIN)/python benchmarks/bench_suite.py --cells 100 --json results/bench-jiang2024.json
 	$(BIN)/python benchmarks/bench_suite.py --suite li2023 --cells 40 --json results/bench-li2023.json
 	$(BIN)/python benchmarks/bench_suite.py --suite wu2023 --cells 40 --json results/bench-wu2023.json
 	$(BIN)/python benchmarks/bench_estimate.py --check --json results/bench-estimate.json
+	$(BIN)/python benchmarks/bench_trackers.py --check --json results/bench-trackers.json
 
 coverage: $(STAMP)
 	$(BIN)/python benchmarks/coverage_fig1.py --blocks 20 --json results/coverage-fig1.json

@@ -38,6 +38,14 @@ EstimateOption = Annotated[
         "(a few cells trained a few steps, thrown away)"
     ),
 ]
+LogOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--log",
+        help="export the finished run to a tracker: tensorboard (DIR/tb/) or wandb (offline run under DIR/wandb/) "
+        "(repeatable; needs the track extra)",
+    ),
+]
 ForceOption = Annotated[
     bool, typer.Option(help="resume a results directory written under another schema or JAX version")
 ]

@@ -17,6 +17,7 @@ from attnlab.cli.common import (
     EstimateOption,
     ExecutorOption,
     ForceOption,
+    LogOption,
     QuietOption,
     SetsOption,
     app,
@@ -59,6 +60,7 @@ def reproduce_cmd(
     force: ForceOption = False,
     dry_run: DryRunOption = False,
     estimate: EstimateOption = True,
+    log: LogOption = None,
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html.
     ``all``: every experiment in turn (each resumable), then an index page of every claim."""
@@ -74,7 +76,15 @@ def reproduce_cmd(
             return _print_plan(exp, exp.spec(scale, sets or [], config), estimate)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
         verdict = reproduce(
-            exp, scale, target, sets=sets or [], executor=executor, progress=not quiet, config=config, force=force
+            exp,
+            scale,
+            target,
+            sets=sets or [],
+            executor=executor,
+            progress=not quiet,
+            config=config,
+            force=force,
+            log=log or [],
         )
     except AttnlabError as e:
         raise fail(e) from None
@@ -223,6 +233,7 @@ def sweep_cmd(
     force: ForceOption = False,
     dry_run: DryRunOption = False,
     estimate: EstimateOption = True,
+    log: LogOption = None,
 ) -> None:
     """Run (or resume) your own grid over any data model × model × training recipe; write
     results.parquet, figures, verdict.json, report.html."""
@@ -235,7 +246,9 @@ def sweep_cmd(
         if dry_run:
             grid = UserGrid.of(spec_path)
             return _print_plan(grid, grid.spec(SCALE, sets or []), estimate)
-        verdict = sweep(spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force)
+        verdict = sweep(
+            spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force, log=log or []
+        )
         title, columns, rows, paired = table_of(target)
     except AttnlabError as e:
         raise fail(e) from None

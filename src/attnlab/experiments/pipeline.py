@@ -83,15 +83,19 @@ def reproduce(
     progress: bool = True,
     config: Path | None = None,
     force: bool = False,
+    log: Sequence[str] = (),
 ) -> dict:
     """Run (or resume) the experiment into ``out``; write results.parquet, figures,
-    verdict.json and report.html. Returns the verdict."""
+    verdict.json and report.html, and export them to the trackers in ``log``
+    (:mod:`attnlab.trackers`). Returns the verdict."""
     from attnlab import report
 
     check_executor(executor)
     spec = exp.spec(scale, sets, config)
     command = report.command_line(exp.id, scale, sets or [], config, out, executor)
-    return run_spec(exp, spec, scale, out, sets or [], command, executor=executor, progress=progress, force=force)
+    return run_spec(
+        exp, spec, scale, out, sets or [], command, executor=executor, progress=progress, force=force, log=log
+    )
 
 
 def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
@@ -173,17 +177,20 @@ def run_spec(
     executor: str = "local",
     progress: bool = True,
     force: bool = False,
+    log: Sequence[str] = (),
 ) -> dict:
     """Train (or resume) a validated spec's cells into ``out`` and finish (analysis, figures,
-    verdict, report): the pipeline behind both ``reproduce`` and user-defined grids
+    verdict, report, the trackers in ``log``): the pipeline behind both ``reproduce`` and user-defined grids
     (:mod:`attnlab.experiments.sweep`), so both share one store, resume and compatibility check.
     ``command`` is the command line recorded in the verdict."""
+    from attnlab import trackers
     from attnlab.engine import executors, grid
     from attnlab.engine.plan import Plan
     from attnlab.engine.store import Store, atomic_write_bytes
     from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
     from attnlab.train import default_strategy, enable_compile_cache
 
+    trackers.check(log)  # a missing tracker is reported before anything trains
     enable_compile_cache()  # reruns and resumes skip compilation (off where $ATTNLAB_COMPILE_CACHE=off)
     out = Path(out)
     check_out(out)
@@ -228,7 +235,9 @@ def run_spec(
         "store_warnings": list(store.notes),  # e.g. damaged parts moved aside and trained again
         "claims": [],
     }
-    return finish(exp, spec, out, table_columns(table), verdict, sets, started=t0)
+    verdict = finish(exp, spec, out, table_columns(table), verdict, sets, started=t0)
+    trackers.export(out, log)
+    return verdict
 
 
 def finish(

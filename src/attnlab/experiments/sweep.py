@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -176,9 +177,11 @@ def sweep(
     executor: str = "local",
     progress: bool = True,
     force: bool = False,
+    log: Sequence[str] = (),
 ) -> dict:
     """Run (or resume) a user grid into ``out``; write results.parquet, figures, verdict.json and
-    report.html as ``reproduce`` does. Returns the verdict."""
+    report.html as ``reproduce`` does, and export them to the trackers in ``log``. Returns the
+    verdict."""
     check_executor(executor)
     exp = UserGrid.of(source)
     spec = exp.spec(SCALE, sets)
@@ -188,4 +191,6 @@ def sweep(
         command = shlex.join([*args, "--out", str(out)])
     else:
         command = f"attnlab.sweep(<spec: see spec.json>, out={str(out)!r}, sets={list(sets or [])!r})"
-    return run_spec(exp, spec, SCALE, Path(out), sets or [], command, executor=executor, progress=progress, force=force)
+    return run_spec(
+        exp, spec, SCALE, Path(out), sets or [], command, executor=executor, progress=progress, force=force, log=log
+    )
