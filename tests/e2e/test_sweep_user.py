@@ -496,3 +496,13 @@ def test_a_binder_error_on_a_namespaced_column_says_how_to_quote_it(runs):
     out, _ = runs["jiang2024_lr_init"]
     r = query(out, "SELECT train.lr, avg(test_loss) FROM results GROUP BY 1")
     assert r.exit_code == 2 and 'namespaced columns need double quotes: "train.lr"' in r.output
+
+
+def test_axes_are_labelled_with_the_fields_meanings():
+    from attnlab.experiments.sweep_plots import axis_label
+
+    cols = {"data.name": np.array(["jiang2024"]), "model.name": np.array(["jiang2024"])}
+    assert axis_label(cols, "train.lr") == "learning rate (train.lr)"
+    assert axis_label(cols, "data.mu") == "signal norm ‖μ‖ (data.mu)"
+    assert axis_label(cols, "seed") == "seed" and axis_label(cols, "data.no_such_field") == "data.no_such_field"
+    assert all(len(axis_label(cols, f"model.{f}")) <= 38 + len(f) + 9 for f in ("init_scale", "d_h", "tau"))

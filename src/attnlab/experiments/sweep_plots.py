@@ -62,6 +62,38 @@ class _Coords:
             getattr(ax, f"set_{which}ticks")(self.pos, [str(v) for v in self.values])
 
 
+def axis_label(cols, key: str, width: int = 38) -> str:
+    """A grid axis as a reader names it: the field's meaning (its config's description, up to the
+    first clause) and the field, e.g. "learning rate (train.lr)"; the key alone where the part
+    gives no description."""
+    from attnlab import problem as P
+
+    kind, _, field = key.partition(".")
+    if kind not in P.PART_KINDS or not field:
+        return key
+    try:
+        name = None if kind == "train" else str(cols[f"{kind}.name"][0])
+        rows = {r["field"]: r["description"] for r in P.part_config(kind, name).describe()}
+    except Exception:  # an unknown part or a field it does not describe: the key says enough
+        return key
+    meaning = rows.get(field.split(".")[0], "")
+    for stop in (";", " ("):
+        meaning = meaning.split(stop)[0]
+    meaning = meaning.strip()
+    if not meaning:
+        return key
+    if len(meaning) > width:
+        meaning = meaning[: width - 1].rsplit(" ", 1)[0] + "…"
+    return f"{meaning} ({key})"
+
+
+def _legend_outside(fig, ax, title: str | None = None) -> None:
+    """One legend for the figure, right of every panel, never over the data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", fontsize=7, title=title, title_fontsize=7)
+
+
 def _panel_rows(cols, lay: Layout) -> list[tuple]:
     return list(grid_points(cols, lay.panels)) if lay.panels else [()]
 
@@ -109,12 +141,12 @@ def line_plots(cols, spec: Spec, lay: Layout, metrics: list[str], out: Path) -> 
                     for xv in xs.values
                 ]
                 mean, std = np.asarray(stats).T
-                (line,) = ax.plot(xs.pos, mean, marker="o", lw=1.4, label=None if h is None else f"{lay.hue} = {h}")
+                (line,) = ax.plot(xs.pos, mean, marker="o", lw=1.4, label=None if h is None else f"{h}")
                 ax.fill_between(xs.pos, mean - std, mean + std, color=line.get_color(), alpha=0.2, lw=0)
-            xs.style(ax, "x", lay.x)
+            xs.style(ax, "x", axis_label(cols, lay.x))
             ax.set_title(m + (f"\n{_label(lay.panels, panel)}" if panel else ""), fontsize=9)
-            if lay.hue:
-                ax.legend(fontsize=7)
+    if lay.hue:
+        _legend_outside(fig, axs[0][0], axis_label(cols, lay.hue))
     fig.suptitle(f"{spec.title}: mean ± std over {_n_runs(cols, lay)} seeds × reps per point", fontsize=10)
     return plots.save(fig, out, "sweep_metrics")
 
@@ -150,8 +182,8 @@ def heatmaps(cols, spec: Spec, lay: Layout, metrics: list[str], out: Path) -> li
                         fontsize=7,
                         color="k" if light else "w",
                     )
-            xs.style(ax, "x", lay.x)
-            ys.style(ax, "y", lay.y)
+            xs.style(ax, "x", axis_label(cols, lay.x))
+            ys.style(ax, "y", axis_label(cols, lay.y))
             ax.set_title(m + (f"\n{_label(lay.panels, panel)}" if panel else ""), fontsize=9)
     fig.suptitle(
         f"{spec.title}: mean over {_n_runs(cols, lay)} seeds × reps per point (blank: no finite value)", fontsize=10
@@ -182,7 +214,7 @@ def probe_plots(cols, spec: Spec, lay: Layout, probes: list[str], out: Path) -> 
     for ax in axs.flat[len(probes) :]:
         ax.set_visible(False)
     if len(points) <= MAX_LEGEND:
-        axs.flat[0].legend(fontsize=6)
+        _legend_outside(fig, axs.flat[0])
     shown = "" if len(points) <= MAX_LEGEND else f"; {len(points)} grid points, dark to light in spec order"
     fig.suptitle(f"{spec.title}: probes over training, mean ± std over seeds × reps{shown}", fontsize=10)
     return plots.save(fig, out, "sweep_probes")
