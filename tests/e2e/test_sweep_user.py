@@ -506,3 +506,36 @@ def test_axes_are_labelled_with_the_fields_meanings():
     assert axis_label(cols, "data.mu") == "signal norm ‖μ‖ (data.mu)"
     assert axis_label(cols, "seed") == "seed" and axis_label(cols, "data.no_such_field") == "data.no_such_field"
     assert all(len(axis_label(cols, f"model.{f}")) <= 38 + len(f) + 9 for f in ("init_scale", "d_h", "tau"))
+
+
+def _same(a, b) -> bool:
+    """Equal, or both missing (NaN / None)."""
+    missing = lambda x: x is None or (isinstance(x, float) and np.isnan(x))  # noqa: E731
+    return (missing(a) and missing(b)) or a == b
+
+
+@pytest.mark.parametrize("exp_id", ["jiang2024-fig3", "li2023-fig4", "wu2023-fig1"])
+def test_tidy_forms_round_trip_each_papers_results(smoke, exp_id):
+    """Every stored value is in to_xarray where its cell's coordinates (or its cell index, for a
+    design that is not a full grid) say, and in traces="long" at its step; NaN only where the
+    stored value is missing."""
+    out = smoke(exp_id).out
+    wide = attnlab.load(out)
+    ds = attnlab.to_xarray(out)
+    traces = [c for c in wide.columns if c.startswith("trace_") and c != "trace_step"]
+    metrics = [v for v in ds.data_vars if not v.startswith("trace_") and v not in ("status", "id")]
+    assert metrics
+    for i, row in wide.iterrows():
+        at = {d: row[d] for d in ds.attrs["dims"]} if ds.attrs["layout"] == "grid" else {"cell": i}
+        cell = ds.sel(at)
+        assert all(_same(cell[m].item(), row[m]) for m in metrics), (exp_id, i)
+        for t in traces:
+            got = cell[t].sel(step=list(row["trace_step"])).values.tolist()
+            assert all(_same(a, b) for a, b in zip(got, row[t], strict=True)), (exp_id, t)
+    if traces:
+        long = attnlab.load(out, traces="long")
+        assert len(long) == sum(len(s) for s in wide["trace_step"])
+        for _, row in wide.iloc[[0, -1]].iterrows():
+            mine = long[long["id"] == row["id"]]
+            assert mine["step"].tolist() == list(row["trace_step"])
+            assert all(all(_same(a, b) for a, b in zip(mine[t], row[t], strict=True)) for t in traces)
