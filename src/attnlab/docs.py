@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 from pathlib import Path
 
 from attnlab.errors import AttnlabError
@@ -125,7 +126,16 @@ def _paper_page(paper: str, title: str, exps: dict, docs: Path) -> str:
             "```",
         ]
         lines += ["", f"Regime: {exp.regime}. Scales: {', '.join(exp.scales)}.", ""]
-        lines += [" ".join(exp.description.split())] if exp.description else []
+        if exp.description:  # the experiment's own text, as it reads in its module and its report
+            text = textwrap.dedent(exp.description).strip("\n")
+            lines += [
+                "<details><summary>What it does, and its claims</summary>",
+                "",
+                "```text",
+                text,
+                "```",
+                "</details>",
+            ]
         v = _verdict(docs, exp_id)
         figure = next(iter(sorted((docs / RESULTS / exp_id).glob("*.png"))), None)
         if figure is not None:
