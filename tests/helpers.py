@@ -131,3 +131,22 @@ def use_part(monkeypatch, obj, name: str | None = None) -> None:
     parts.registered(kind)  # attnlab's own first, so they do not collide with this one later
     monkeypatch.setitem(parts._REGISTRY[kind], name or obj.name, obj)
     monkeypatch.setattr(parts, "_ORIGIN", dict(parts._ORIGIN))
+
+
+# the fields of every claim row of an audit (attnlab.audit)
+AUDIT_ROW = {
+    "id",
+    "regime",
+    "h1",
+    "h1_source",
+    "h0",
+    "h0_source",
+    "power",
+    "false_pass",
+    "false_fail",
+    "inconclusive_h1",
+    "inconclusive_h0",
+    "flagged",
+    "descriptive",
+    "reason",
+}

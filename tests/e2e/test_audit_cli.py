@@ -8,24 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from attnlab.cli import app
+from helpers import AUDIT_ROW
 
 runner = CliRunner()
-FIELDS = {
-    "id",
-    "regime",
-    "h1",
-    "h1_source",
-    "h0",
-    "h0_source",
-    "power",
-    "false_pass",
-    "false_fail",
-    "inconclusive_h1",
-    "inconclusive_h0",
-    "flagged",
-    "descriptive",
-    "reason",
-}
 
 
 def invoke(*args):
@@ -41,7 +26,7 @@ def test_audit_writes_audit_json(tmp_path, exp):
     assert a["experiment"] == exp and a["scale"] == "smoke" and a["sims"] == 3
     assert [c["id"] for c in a["claims"]] == ["slope", "form", "curvature", "benign", "harmful"]
     for c in a["claims"]:
-        assert FIELDS <= set(c) and c["regime"] == "protocol" and c["power"]["n"] == 3
+        assert AUDIT_ROW <= set(c) and c["regime"] == "protocol" and c["power"]["n"] == 3
     assert "audit: " in r.output
 
 
@@ -106,6 +91,6 @@ def test_audit_all_audits_every_id(tmp_path):
         a = json.loads((tmp_path / exp_id / "audit.json").read_text())
         assert a["experiment"] == exp_id and a["claims"], exp_id
         for c in a["claims"]:
-            assert FIELDS <= set(c) and c["h1_source"] and c["h0_source"], (exp_id, c["id"])
+            assert AUDIT_ROW <= set(c) and c["h1_source"] and c["h0_source"], (exp_id, c["id"])
     r = invoke("audit", "all", "--from", tmp_path, "--quiet")
     assert r.exit_code == 2 and "--from: audits one stored run" in r.output

@@ -11,6 +11,7 @@ from attnlab.audit import ClaimAudit, Design, Hypothesis
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get
 from attnlab.experiments.base import Analysis, Claim
+from helpers import AUDIT_ROW
 
 
 class Toy:
@@ -71,22 +72,7 @@ def test_a_sound_rule_is_not_flagged():
     row = run(Toy(SIGN, gain_at(10), H1, H0))
     assert row["power"]["rate"] == 1.0 and row["false_pass"]["rate"] == 0.0 and row["false_fail"]["rate"] == 0.0
     assert not row["flagged"], row["reason"]
-    assert {
-        "id",
-        "regime",
-        "h1",
-        "h1_source",
-        "h0",
-        "h0_source",
-        "power",
-        "false_pass",
-        "false_fail",
-        "inconclusive_h1",
-        "inconclusive_h0",
-        "flagged",
-        "descriptive",
-        "reason",
-    } <= set(row)
+    assert AUDIT_ROW <= set(row)
 
 
 def test_a_rule_judged_past_the_last_noisy_token_is_flagged():
