@@ -319,19 +319,33 @@ class CensoredLine:
         }
 
 
-def _censored_loglik(mu: np.ndarray, sigma: float, lo: np.ndarray, hi: np.ndarray) -> float:
+_LOG_SQRT_2PI = np.log(np.sqrt(2 * np.pi))
+
+
+def _censored_loglik(x: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """ℓ(a, b, σ) of thresholds in [lo, hi] under N(a + b·x, σ²): log density where lo = hi, log
+    probability of the interval elsewhere. The masks and subsets are taken once per fit (the
+    optimiser calls ℓ ~10⁵ times)."""
     from scipy.special import log_ndtr
 
     exact = lo == hi
-    ll = np.where(exact, stats.norm.logpdf(lo, mu, sigma), 0.0).sum()
-    a, b = (lo[~exact] - mu[~exact]) / sigma, (hi[~exact] - mu[~exact]) / sigma
-    # log(Φ(b) − Φ(a)), taken in the tail where it is precise (mirror when a > 0)
-    flip = a > 0
-    a, b = np.where(flip, -b, a), np.where(flip, -a, b)
-    lb, la = log_ndtr(b), log_ndtr(a)
-    with np.errstate(divide="ignore"):
-        ll += np.sum(lb + np.log1p(-np.exp(np.minimum(la - lb, 0.0)) + 1e-300))
-    return float(ll)
+    x_e, lo_e = x[exact], lo[exact]
+    x_c, lo_c, hi_c = x[~exact], lo[~exact], hi[~exact]
+
+    def loglik(a: float, b: float, sigma: float) -> float:
+        z = (lo_e - (a + b * x_e)) / sigma
+        ll = np.sum(-(z**2) / 2.0) - len(z) * (_LOG_SQRT_2PI + np.log(sigma))
+        mu = a + b * x_c
+        lower, upper = (lo_c - mu) / sigma, (hi_c - mu) / sigma
+        # log(Φ(upper) − Φ(lower)), taken in the tail where it is precise (mirror when lower > 0)
+        flip = lower > 0
+        lower, upper = np.where(flip, -upper, lower), np.where(flip, -lower, upper)
+        lb, la = log_ndtr(upper), log_ndtr(lower)
+        with np.errstate(divide="ignore"):
+            ll += np.sum(lb + np.log1p(-np.exp(np.minimum(la - lb, 0.0)) + 1e-300))
+        return float(ll)
+
+    return loglik
 
 
 def censored_line(x, lo, hi, sigma_min: float, level: float = 0.95) -> CensoredLine:
@@ -365,7 +379,8 @@ def censored_line(x, lo, hi, sigma_min: float, level: float = 0.95) -> CensoredL
     b0, a0 = np.polyfit(x[finite], mid[finite], 1)
     scale = max(float(np.std(mid[finite])), sigma_min)
     sig = lambda s: sigma_min + np.exp(s)
-    nll = lambda a, b, s: -_censored_loglik(a + b * x, sig(s), lo, hi)
+    loglik = _censored_loglik(x, lo, hi)
+    nll = lambda a, b, s: -loglik(a, b, sig(s))
     start = [a0, b0, np.log(scale)]
     fit = optimize.minimize(
         lambda p: nll(*p), start, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 4000}

@@ -28,7 +28,9 @@ not below its initial one; flagged runs are left out of the rate and drift fits.
 
 Panels (fig1, fig9): (a) training loss vs epoch, log y, one band per width (geometric mean ×/÷
 geometric std over repeats); (b) weight change rate d/dt ‖θ_t − θ₀‖/‖θ₀‖ between log points, log
-y; (c) kernel drift over training; (d) final kernel and weight drift against d_m, log–log.
+y; (c) kernel drift over training; (d) final kernel and weight drift against d_m, log–log. Theory,
+dotted: in (a) the linearised bound L₀·ρ_lin^t per width (medians of L₀ and ρ_lin at K₀), in (d)
+the lazy-training slope d_m^(−1/2) through the median drift at the smallest width.
 
 Claims (fig1, fig9; thresholds are Spec fields; what was set after the cpu-scale run is said per claim):
   linear      per unflagged run, on the logged epochs t ≥ ``fit_from``·T up to the last one at
@@ -255,15 +257,22 @@ class Dynamics(Experiment):
         with np.errstate(divide="ignore", invalid="ignore"):
             rate = np.abs(np.diff(D, axis=1)) / np.diff(t)
         tm = (t[1:] + t[:-1]) / 2
+        per_width = analysis.summary["per width"]
         for w, color in zip(widths, colors(len(widths)), strict=True):
             s = width == w
             label = f"d_m = {w}"
             logband(axes[0], t, L[s], label, color)
+            # theory: the linearised bound L_t ≲ ρ_lin^t·L₀, ρ_lin = (1 − γ_eff λ_min(K₀)/N)² (medians)
+            rho0, L0 = per_width[int(w)]["linearised ρ = (1 − γ_eff λ_min(K₀)/N)²"], per_width[int(w)]["loss L_0"]
+            if rho0 is not None and L0 is not None and 0 < rho0 < 1:
+                axes[0].plot(t, L0 * rho0**t, ":", color=color, lw=1)
             logband(axes[1], tm, rate[s], label, color)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN epochs of diverged runs
                 plots.band(axes[2], t, KD[s], label, color)
+        axes[0].plot([], [], ":", color="grey", label="theory: L₀·(1 − γ_eff λ_min(K₀)/N)^(2t)")
         axes[0].set_yscale("log")
+        axes[0].set_ylim(bottom=max(axes[0].get_ylim()[0], np.nanmin(np.where(L > 0, L, np.nan)) / 10))
         axes[0].set_title("(a) training loss")
         axes[1].set_yscale("log")
         axes[1].set_title("(b) weight change rate  d/dt ‖θ_t − θ₀‖/‖θ₀‖")
@@ -275,8 +284,14 @@ class Dynamics(Experiment):
         ok = ~per_run(cols, spec.unstable_at)["unstable"]
         slopes = analysis.summary["drift slopes (log–log vs d_m)"]
         for name, y, marker in (("kernel", KD[:, -1], "o"), ("weight", D[:, -1], "s")):
-            ax.plot(width[ok], y[ok], marker, alpha=0.5, label=f"{name} drift at T (slope {slopes[name]['slope']})")
+            (pts,) = ax.plot(width[ok], y[ok], marker, alpha=0.5, label=f"{name} drift at T (slope {slopes[name]['slope']})")
             ax.plot(width[~ok], y[~ok], "x", color="red", label="flagged" if name == "kernel" and (~ok).any() else None)
+            # theory (H1, lazy training): drift ∝ d_m^(−1/2), drawn through the median at the smallest width
+            first = ok & (width == widths[0])
+            if first.any():
+                y0 = np.median(y[first])
+                ax.plot(widths, y0 * (widths / widths[0]) ** -0.5, ":", color=pts.get_color(), lw=1)
+        ax.plot([], [], ":", color="grey", label="theory: ∝ d_m^−1/2 (lazy)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("width d_m")
