@@ -284,7 +284,9 @@ class Dynamics(Experiment):
         ok = ~per_run(cols, spec.unstable_at)["unstable"]
         slopes = analysis.summary["drift slopes (log–log vs d_m)"]
         for name, y, marker in (("kernel", KD[:, -1], "o"), ("weight", D[:, -1], "s")):
-            (pts,) = ax.plot(width[ok], y[ok], marker, alpha=0.5, label=f"{name} drift at T (slope {slopes[name]['slope']})")
+            (pts,) = ax.plot(
+                width[ok], y[ok], marker, alpha=0.5, label=f"{name} drift at T (slope {slopes[name]['slope']})"
+            )
             ax.plot(width[~ok], y[~ok], "x", color="red", label="flagged" if name == "kernel" and (~ok).any() else None)
             # theory (H1, lazy training): drift ∝ d_m^(−1/2), drawn through the median at the smallest width
             first = ok & (width == widths[0])
