@@ -296,7 +296,7 @@ def part_fn(model: str, fields: dict | None = None, shape: dict | None = None):
 
     part = problem.part("model", model)
     values = part.config(**dict(fields or {})).model_dump()
-    hp = part.hparams({k: v for k, v in values.items() if k in part.static}, dict(shape or {}))
+    hp = part.hparams({k: v for k, v in values.items() if k in part.static + part.batched}, dict(shape or {}))
     one = _scalar(lambda params, x: part.apply(params, x, hp))
     return (lambda params, X: jax.vmap(lambda x: one(params, x))(X)), part.trainable(hp), hp
 

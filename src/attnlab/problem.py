@@ -336,7 +336,16 @@ class Composition:
         model_apply = (
             self.model.fast_apply if recipe.fast and self.model.fast and self.model.fast_apply else self.model.apply
         )
-        apply = lambda params, x: model_apply(params, x, hp)
+        # The model's batched fields (e.g. wu2023's α) are per-cell inputs: each cell's values ride
+        # in its fixed parameters under their cell names ("model.alpha"), so every function that
+        # gets the parameters gets them, and the model sees hp with them in place (traced values).
+        inputs = tuple(f"model.{n}" for n in self.model.config.with_role("batched"))
+
+        def cell_hp(values: dict):
+            return hp.model_copy(update={k[6:]: values[k] for k in inputs}) if inputs else hp
+
+        def apply(params, x):
+            return model_apply({k: p for k, p in params.items() if k not in inputs}, x, cell_hp(params))
 
         def make_data(key, v, shared):
             return self.data.make(key, split(v, "data"), ds, data_pads, shared, dtype)
@@ -344,12 +353,18 @@ class Composition:
         groups = self.check(static)
         probes = array_probes = None
         if recipe.probes:
-            ctx = Context(self.data, self.model, ds, hp, loss, apply)
-            probes, array_probes = part("probes", recipe.probes).build(ctx)
-        init = lambda key, v: self.model.init(key, hp, dtype)
+            probe_set = part("probes", recipe.probes)
+            ctx = lambda h: Context(self.data, self.model, ds, h, loss, lambda params, x: model_apply(params, x, h))
+            probes, array_probes = probe_set.build(ctx(hp))
+            if inputs:  # built per cell at trace time, on hp with the cell's values (probes get no inputs)
+                per_cell = lambda i: (
+                    lambda params, data, v, aux: probe_set.build(ctx(cell_hp(v)))[i](params, data, v, aux)
+                )
+                probes, array_probes = (per_cell(0) if probes else None), (per_cell(1) if array_probes else None)
+        init = lambda key, v: self.model.init(key, cell_hp(v), dtype) | {k: v[k] for k in inputs}
         if recipe.init_from:  # every cell of the bucket starts from the stored parameters (no random init)
             stored = self._stored_init(recipe, hp, dtype)
-            init = lambda key, v: {k: jnp.asarray(a) for k, a in stored.items()}
+            init = lambda key, v: {k: jnp.asarray(a) for k, a in stored.items()} | {k: v[k] for k in inputs}
         return T.Problem(
             make_data=make_data,
             init=init,
@@ -361,7 +376,8 @@ class Composition:
             probes=probes,
             array_probes=array_probes,
             stop_fn=STOP_FNS[recipe.stop_on],
-            dual=self._dual(recipe, hp, data_pads, ds),
+            dual=None if inputs else self._dual(recipe, hp, data_pads, ds),  # a dual form is built for one hp
+            inputs=inputs,
         )
 
     def _dual(self, recipe: Recipe, hp, data_pads: dict, ds: dict) -> T.Dual | None:

@@ -52,7 +52,7 @@ def bench_cmd(
     from attnlab.bench import report, runner
 
     try:
-        report = runner.run_suite(
+        result = runner.run_suite(
             suite,
             cells,
             baseline_cells,
@@ -65,8 +65,8 @@ def bench_cmd(
         )
     except AttnlabError as e:
         raise fail(e) from None
-    report.render(report, out)
+    report.render(result, out)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2))
+        json_path.write_text(json.dumps(result, indent=2))
         out.print(f"json: {json_path.resolve()}", highlight=False, soft_wrap=True, markup=False)

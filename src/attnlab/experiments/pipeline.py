@@ -29,7 +29,7 @@ class Trained:
     """A trained cell rebuilt from its results row: the row (without its parameters), the cell's
     fields, its bucket's static fields and Problem, its per-cell inputs ``v`` (key, batched
     fields), its data as it was trained on (drawn again from the cell's key) and its saved final
-    parameters."""
+    parameters; ``problem.apply`` takes ``params | inputs`` (its batched model fields)."""
 
     row: dict
     cell: dict
@@ -38,6 +38,10 @@ class Trained:
     v: dict
     data: dict
     params: dict
+
+    @property
+    def inputs(self) -> dict:
+        return {k: self.v[k] for k in self.problem.inputs}
 
 
 def trained_cells(table: pa.Table, tags: tuple[str, ...] = ()):

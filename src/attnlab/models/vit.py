@@ -65,7 +65,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_serializer, model_
 
 from attnlab.models.nn import kept, masked_mean, softmax_keys
 from attnlab.models.wu2023 import attention_stats
-from attnlab.parts import Model, PartConfig, from_data, register
+from attnlab.parts import Model, PartConfig, batched, from_data, register
 
 LN_EPS = 1e-6
 TIMM_STD = 0.02
@@ -116,7 +116,7 @@ class Hparams(PartConfig):
         "N(0, 1) with 1/√fan_in in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0",
     )
     qkv_bias: bool = Field(True, description="biases on the queries and values (timm's default; no key bias)")
-    alpha: PositiveFloat = Field(
+    alpha: PositiveFloat = batched(
         0.5,
         description="attention logits scaled by τ₀ = d_h^(−alpha): 0.5 is timm's "
         "1/√d_h, 1 the d_m^(−1) scaling of Wu et al. 2023",

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from attnlab.models.nn import kept, masked_mean, softmax_keys
-from attnlab.parts import Model, PartConfig, from_data, register
+from attnlab.parts import Model, PartConfig, batched, from_data, register
 
 INITS = ("lecun", "he", "ntk")
 VARIANCE_GAIN = {"lecun": 1.0, "he": 2.0, "ntk": 1.0}  # draw variance × fan_in (ntk: N(0, 1), see `scales`)
@@ -65,7 +65,7 @@ class Hparams(PartConfig):
     d_s: int | None = from_data("tokens", "tokens per sample")
     d: int | None = from_data("d", "token dimension")
     d_m: PositiveInt = Field(64, description="width d_m (W_Q, W_K, W_V ∈ R^{d_m×d}, w_O ∈ R^{d_m})")
-    alpha: PositiveFloat = Field(0.5, description="τ₀ = d_m^(−alpha): the paper's 0.5 and 1 (per head: d_h)")
+    alpha: PositiveFloat = batched(0.5, description="τ₀ = d_m^(−alpha): the paper's 0.5 and 1 (per head: d_h)")
     init: Literal["lecun", "he", "ntk"] = Field(
         "lecun", description="lecun N(0,1/fan_in), he N(0,2/fan_in), ntk N(0,1) with 1/√fan_in in the forward pass"
     )

@@ -79,9 +79,10 @@ def _dual_split(problem: Problem, train, data):
 
 
 def plain_params(problem: Problem, train, fixed, data) -> Params:
-    """Every parameter in the model's own form: W = W_0 + Xᵀ A for the dual's projected ones."""
+    """Every parameter in the model's own form: W = W_0 + Xᵀ A for the dual's projected ones;
+    the cell's inputs (``problem.inputs``) left out."""
     if problem.dual is None:
-        return {**train, **fixed}
+        return {k: p for k, p in {**train, **fixed}.items() if k not in problem.inputs}
     Xf, dd = _flat_tokens(problem, data["X"]), data["dual"]
     W = {n: dd["W0"][n] + Xf.T @ train[n] for n in problem.dual.projected}
     return {**train, **fixed, **W}
@@ -168,7 +169,7 @@ def update(problem: Problem, cfg: TrainConfig, grads, opt_state, train, lr):
 
 def final_metrics(problem: Problem, cfg: TrainConfig, train, fixed, data):
     """Loss and the loss's metrics on the training set (masked) and the test set, at θ."""
-    p = plain_params(problem, train, fixed, data)
+    p = plain_params(problem, train, fixed, data) | {k: fixed[k] for k in problem.inputs}
     out = {}
     for split, X, y, mask in (
         ("train", data["X"], data["y"], data["mask"]),

@@ -87,6 +87,9 @@ class Problem:
     stop_fn(f, y)     -> the per-sample quantity whose training mean the stop rule judges
                          (None: the loss)
     dual              -> a :class:`Dual` form to train in (full-batch gd or momentum only), or None
+    inputs            -> names of fixed entries of params that are the cell's inputs to ``apply``
+                         (a model's batched fields), not parameters: probes and saved
+                         parameters leave them out
 
     ``v`` is the cell's dict of per-cell values (the batched inputs, with its ``key``).
     """
@@ -102,6 +105,7 @@ class Problem:
     array_probes: Callable[[Params, dict, dict, Any], dict] | None = None
     stop_fn: Callable[[jax.Array, jax.Array], jax.Array] | None = None
     dual: Dual | None = None
+    inputs: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.dual is not None and not set(self.dual.projected) <= set(self.trainable):

@@ -68,17 +68,20 @@ def test_probes_by_hand_and_the_trainer_equals_the_reference():
         v = {k: x[0] for k, x in grid.batch_inputs(comp, [cell]).items()}
         prob = comp.problem(static, {"data.N": 4})
         data = prob.make_data(v["key"], v, None)
-        theta = {0: prob.init(stream(v["key"], "init"), v), 12: {k: jnp.asarray(p) for k, p in ref["params"].items()}}
+        p0 = prob.init(stream(v["key"], "init"), v)
+        inputs = {k: p0.pop(k) for k in prob.inputs}  # the cell's α: an input of apply, not a parameter
+        assert set(inputs) == {"model.alpha"}
+        theta = {0: p0, 12: {k: jnp.asarray(p) for k, p in ref["params"].items()}}
         X = np.asarray(data["X"])
 
-        grad = jax.jit(jax.grad(lambda p, x: prob.apply(p, x)[0]))
+        grad = jax.jit(jax.grad(lambda p, x: prob.apply(p | inputs, x)[0]))
 
         def kernel(params):  # J Jᵀ from one gradient per sample, flattened by hand
             J = np.stack([np.concatenate([np.ravel(g) for g in grad(params, jnp.asarray(x)).values()]) for x in X])
             return J @ J.T
 
         K = {s: kernel(p) for s, p in theta.items()}
-        aux = jax.tree.map(np.asarray, jax.vmap(lambda x: prob.apply(theta[12], x)[1])(data["X"]))  # numpy in x64
+        aux = jax.tree.map(np.asarray, jax.vmap(lambda x: prob.apply(theta[12] | inputs, x)[1])(data["X"]))  # in x64
     assert K[0].shape == (4, 4)
     for s, k in ((0, 0), (12, -1)):  # log steps 0, 1, 4, 8, 12: slot -1 is θ_12 (the saved params)
         ev = np.linalg.eigvalsh(K[s])

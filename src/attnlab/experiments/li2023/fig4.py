@@ -190,7 +190,9 @@ class Fig4(Experiment):
                     else (lambda p, X, y, key, pr=pr: _removed(pr.apply, pr.loss.fn, p, X, y, key, ks))
                 )
             with jax.enable_x64(t.static.get("train.dtype") == "float64"):
-                res = np.asarray(compiled[key](t.params, t.data["X_test"], t.data["y_test"], stream(t.v["key"], "val")))
+                res = np.asarray(
+                    compiled[key](t.params | t.inputs, t.data["X_test"], t.data["y_test"], stream(t.v["key"], "val"))
+                )
             cell = {k: v for k, v in t.row.items() if k not in ("test_loss", "test_error")}
             cell["train_strategy"] = cell.pop("strategy")  # provenance; "strategy" names the removal here
             if retrained:

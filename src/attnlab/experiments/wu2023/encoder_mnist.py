@@ -222,7 +222,7 @@ class EncoderMnist(Experiment):
             if id(t.problem) not in compiled:
                 compiled[id(t.problem)] = jax.jit(lambda p, d, pr=t.problem: sign_errors(pr.apply, p, d))
             with jax.enable_x64(t.static.get("train.dtype") == "float64"):
-                errors.append([float(e) for e in compiled[id(t.problem)](t.params, t.data)])
+                errors.append([float(e) for e in compiled[id(t.problem)](t.params | t.inputs, t.data)])
         errors = np.array(errors, float).reshape(-1, 2)
         table = table.drop_columns(["params_npz"])
         table = table.append_column("train_error", pa.array(errors[:, 0])).append_column(

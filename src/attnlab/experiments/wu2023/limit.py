@@ -291,7 +291,7 @@ class Limit(Experiment):
             X = np.asarray(t.data["X"][:n], np.float64)
             params = {k: np.asarray(p, np.float64) for k, p in t.params.items()}
             hp = wu_model.PART.hparams(
-                {k[6:]: x for k, x in t.static.items() if k.startswith("model.") and k != "model.name"},
+                {k[6:]: x for k, x in t.cell.items() if k.startswith("model.") and k != "model.name"},
                 {"tokens": t.cell["data.d_s"], "d": t.cell["data.d"]},
             )
             with jax.enable_x64(True):

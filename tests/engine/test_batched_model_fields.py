@@ -1,0 +1,65 @@
+"""A model's batched fields (wu2023's α, the ViT's α): cells that differ in them share one
+compiled program, each cell's value reaching the model as an input. Checked against the same
+model with the field static (one program per value, the value a Python constant), cell by cell:
+float64 to the last bits (XLA simplifies a product with a constant τ₀ differently from one with
+an input: 1e-15 relative after 15 steps), float32 within the suite's tolerance; probes and saved
+parameters never see the input."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from pydantic import Field, PositiveFloat
+
+from attnlab.engine import grid
+from attnlab.experiments.config import ExperimentSpec, expand
+from attnlab.models import wu2023
+from helpers import assert_same, bucket_of, cell_of, run_bucket, use_part
+
+
+class StaticAlpha(wu2023.Hparams):
+    alpha: PositiveFloat = Field(0.5, description="τ₀ = d_m^(−alpha), a static field")
+
+
+STATIC = dataclasses.replace(wu2023.PART, name="wu2023-static-alpha", config=StaticAlpha)
+
+
+def cells(model: str, dtype: str):
+    spec = ExperimentSpec(
+        data={"name": "wu2023", "d_s": 3, "d": 5, "N": 6, "n_test": 5},
+        model={"name": model, "d_m": 12, "alpha": [0.5, 0.75, 1.0], "init": "lecun"},
+        train={
+            "loss": "squared",
+            "optimizer": "gd",
+            "lr": 0.3,
+            "max_steps": 15,
+            "loss_threshold": 0.0,
+            "dtype": dtype,
+            "log_every": 5,
+            "probes": "wu2023",
+            "save_params": True,
+            "draws": "common",  # both models' cells draw the same data and init
+        },
+        seeds=1,
+    )
+    return expand(spec)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_batched_alpha_equals_static_alpha_cell_by_cell(monkeypatch, dtype):
+    use_part(monkeypatch, STATIC)
+    batched = cells("wu2023", dtype)
+    comp, _, _ = bucket_of(batched)  # every α in one bucket: one program
+    assert comp.model.config.role("alpha") == "batched"
+    v = grid.batch_inputs(comp, batched)
+    assert list(v["model.alpha"]) == [0.5, 0.75, 1.0]
+    out = run_bucket(batched)
+    assert set(out["params"]) == {"W_Q", "W_K", "W_V", "w_O"}  # α is no parameter
+    for i, cell in enumerate(cells("wu2023-static-alpha", dtype)):
+        ref = cell_of(run_bucket([cell]), 0)  # its own program, α a constant
+        got = cell_of(out, i)
+        tol = {"rtol": 1e-12, "atol": 1e-15} if dtype == "float64" else {"rtol": 2e-5, "atol": 1e-6}
+        assert_same(got, ref, metrics=("train_loss", "test_loss", "stop_step", "status"), **tol)
+    # the values differ by α: the input reached the model
+    assert len({float(x) for x in out["metrics"]["train_loss"]}) == 3
+    assert np.all(np.isfinite(out["traces"]["lambda_min"]))
