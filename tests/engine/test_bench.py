@@ -170,7 +170,7 @@ def test_agreement_statistics():
         measure.agreement(x, x, op=">")
 
 
-def test_report_from_synthetic_measurements():
+def test_report_from_synthetic_measurements(monkeypatch, tmp_path):
     exp, _, cells = suites.suite_cells("jiang2024", "smoke")
     cells = cells[:4]
     stops = np.array([10, 20, 30, 40])
@@ -258,6 +258,11 @@ def test_report_from_synthetic_measurements():
     text = console.export_text()
     assert "s / cell (steady)" in text and "8.00×" in text and "different sides of 0.2" in text
     assert "protocol floor" in text and "× the floor" in text
+    # the CLI prints the same report and writes it as JSON
+    monkeypatch.setattr(runner, "run_suite", lambda *a, **kw: r)
+    res = CliRunner().invoke(app, ["bench", "--scale", "smoke", "--json", str(tmp_path / "b.json")])
+    assert res.exit_code == 0, res.output
+    assert "s / cell (steady)" in res.output and json.loads((tmp_path / "b.json").read_text())["floor"] == f
 
 
 def test_random_numbers_of_a_jiang2024_cell_by_hand():
