@@ -66,6 +66,27 @@ def test_flop_count_by_hand():
         flops.cell_flops(per, loop, 2, protocol="other")
 
 
+def test_the_dual_forms_count_where_the_engine_trains_in_it():
+    """jiang2024's dual form: every contraction with d becomes one with the N·M training tokens;
+    the engine's form (dual where N·M < d on the fast full-batch path) is the counted one, and the
+    floor takes the cheaper exact form."""
+    _, _, cells = suites.suite_cells("jiang2024", "smoke")
+    suite = suites.get_suite("jiang2024")
+    cell = dict(cells[0], **{"data.N": 4, "data.d": 64})  # N·M = 12 tokens < d = 64: dual
+    hp = suites.model_hparams(cell)
+    plain, tokens = suite.flops(hp), 4 * cell["data.M"]
+    dual = flops.flops_per_sample(flops.Shape(hp.M, tokens, hp.d_h, hp.d_v, hp.train_w_O))
+    forms = suite.per_sample(cell, n_pad=4)
+    assert forms["run"] == forms["least"] == dual | {"update": 2 * tokens * (2 * hp.d_h + hp.d_v)}
+    assert forms["run"]["forward"] < plain["forward"]
+    slow = dict(cell, **{"train.fast": False})  # the plain path: counted as it runs; the floor stays the dual's
+    assert suite.per_sample(slow, 4)["run"] == plain and suite.per_sample(slow, 4)["least"] == forms["least"]
+    wide = dict(cell, **{"data.N": 40})  # N·M = 120 > d: plain is both what runs and the cheaper
+    assert suite.per_sample(wide)["run"] == suite.per_sample(wide)["least"] == plain
+    padded = suite.per_sample(cell, n_pad=5)  # counted at N, run at the padded rows
+    assert padded["run"] == forms["run"] and padded["run_padded"]["forward"] > padded["run"]["forward"]
+
+
 def test_flop_counts_of_the_li2023_and_wu2023_models_by_hand():
     hp = lmodel.Hparams(L=2, d=3, m=2, m_a=1, m_b=1, init="gaussian")
     # forward: W_Q x, W_K x 2·2·3·1 = 12 each; W_V x 12; q kᵀ 2·4·1 = 8; A V 8; W_O h 2·2·1·2 = 8; aᵀ ReLU 2·2·2 = 8;
@@ -236,19 +257,22 @@ def test_report_from_synthetic_measurements(monkeypatch, tmp_path):
     assert r["agreement"]["mean_abs_diff"] == pytest.approx((0.15 + 0.01) / 2)
     s = flops.Shape.of(cells[0])
     per = flops.flops_per_sample(s) | {"update": flops.flops_update(s)}
+    suite = suites.get_suite("jiang2024")
+    run = [suite.per_sample(c)["run"] for c in cells]  # the form the engine trains each cell in
     loop = lambda c, paper=False: flops.Loop(c["data.N"], c["data.n_test"], c["train.max_steps"], test_every_step=paper)  # noqa: E731
-    useful = sum(flops.cell_flops(per, loop(c), int(t)) for c, t in zip(cells, stops, strict=True))
+    useful = sum(flops.cell_flops(p, loop(c), int(t)) for p, c, t in zip(run, cells, stops, strict=True))
     assert r["attnlab"]["flops_useful"] == useful
     assert r["attnlab"]["peak_fraction_steady"] == pytest.approx(useful / 2.0 / 1e10, rel=1e-3)
     assert r["attnlab"]["model_steps"] == 100 and r["baseline"]["model_steps"] == 60
     paper = sum(flops.cell_flops(per, loop(cells[i], True), t, "paper") for i, t in ((1, 20), (3, 40)))
-    same = sum(flops.cell_flops(per, loop(cells[i]), t) for i, t in ((1, 20), (3, 40)))
+    same = sum(flops.cell_flops(run[i], loop(cells[i]), t) for i, t in ((1, 20), (3, 40)))
     assert r["baseline"]["flops"] == paper
     assert r["ratio"]["work_baseline_over_attnlab"] == pytest.approx(paper / same, rel=1e-3)
     assert r["per_cell"][1]["baseline_test_loss"] == 0.15 and "baseline_test_loss" not in r["per_cell"][0]
     f = r["floor"]  # the protocol's floor: its draws at the fastest generator + the paper's loop (test once) at GEMM
     numbers = np.mean([flops.random_numbers(c, int(t), exp.tags) for c, t in zip(cells, stops, strict=True)])
-    work = np.mean([flops.cell_flops(per, loop(c), int(t), "paper") for c, t in zip(cells, stops, strict=True)])
+    least = [suite.per_sample(c)["least"] for c in cells]
+    work = np.mean([flops.cell_flops(p, loop(c), int(t), "paper") for p, c, t in zip(least, cells, stops, strict=True)])
     assert f["generator"] == "numpy_pcg64" and f["random_numbers_per_cell"] == int(numbers)
     assert f["seconds_per_cell"] == pytest.approx(numbers * 5e-9 + work / 1e10, rel=1e-3)
     assert f["multiple"] == pytest.approx(0.5 / f["seconds_per_cell"], rel=1e-3)

@@ -68,6 +68,16 @@ def flops_jiang2024(hp) -> dict[str, int]:
     return flops_per_sample(s) | {"update": flops_update(s)}
 
 
+def flops_jiang2024_dual(hp, n_tokens: int) -> dict[str, int]:
+    """jiang2024 in its dual form (:mod:`attnlab.train` ``Dual``: W = W₀ + Xᵀ A over the n_tokens =
+    N·M training tokens, P = X W = P₀ + G A): every contraction with d of the plain count becomes one
+    with n_tokens (G A in place of X W, Gᵀ ∂L/∂P in place of Xᵀ ∂L/∂P), and the update runs over A
+    (n_tokens × width). The final test pass is counted in this form too (it runs in the plain one,
+    once: a slight undercount)."""
+    s = Shape(hp.M, n_tokens, hp.d_h, hp.d_v, hp.train_w_O)
+    return flops_per_sample(s) | {"update": flops_update(s)}
+
+
 def flops_li2023(hp) -> dict[str, int]:
     """li2023 shallow ViT, one sample of L tokens (m_b, m_a: query/key and value widths).
 

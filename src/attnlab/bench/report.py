@@ -48,13 +48,15 @@ def build_report(
         level = s.level(get(experiment).spec(scale))
     oc = s.outcome
     K = len(cells)
-    per = [s.flops(model_hparams(c)) for c in cells]
+    forms = [s.per_sample(c, int(n)) for c, n in zip(cells, attn["N_pad"], strict=True)]
+    per = [f["run"] for f in forms]
     loops = [Loop.of(c, s.test_every_step) for c in cells]
     N = np.array([lp.N for lp in loops])
     stops = attn["stop_step"]
     useful = sum(cell_flops(p, lp, int(st)) for p, lp, st in zip(per, loops, stops, strict=True))
     executed = sum(
-        cell_flops(p, lp, int(st), n_pad=int(n)) for p, lp, st, n in zip(per, loops, stops, attn["N_pad"], strict=True)
+        cell_flops(f["run_padded"], lp, int(st), n_pad=int(n))
+        for f, lp, st, n in zip(forms, loops, stops, attn["N_pad"], strict=True)
     )
     peak = gemm["best"]
     steady, whole = attn["steady_s"], attn["whole_s"]
@@ -91,7 +93,7 @@ def build_report(
         "rss_before_training_mb": rounded(rss_start_mb, 1),
     }
     shapes = {json.dumps(p, sort_keys=True) for p in per}
-    floor = _floor(cells, per, stops, rng, peak, steady / K, tags) if rng else None
+    floor = _floor(cells, [f["least"] for f in forms], stops, rng, peak, steady / K, tags) if rng else None
     report: dict[str, Any] = {
         "suite": suite,
         "experiment": experiment,
@@ -117,8 +119,9 @@ def build_report(
             "per_sample_backward": per[0]["backward"],
             "update": per[0]["update"],
             "model_shapes": len(shapes),
-            "note": "contractions only, 2 FLOPs per multiply-add, per the cell's own model shape (per_sample_*: "
-            "the first cell's); attnlab's count: forward+backward of the step's batch at t = 0..stop (with "
+            "note": "contractions only, 2 FLOPs per multiply-add, per the cell's own model shape and the form "
+            "attnlab trains it in (the dual form where the engine uses it; per_sample_*: the first cell's); "
+            "attnlab's count: forward+backward of the step's batch at t = 0..stop (with "
             "mini-batches also a forward of the training set at each judged step), stop updates, a final "
             "forward of the train and test sets (padding excluded; 'executed' includes it); the baseline's: "
             "forward of the step's batch at every step, backward and update at t < stop, the training set at "
@@ -159,7 +162,8 @@ def build_report(
         per_cell = b_sec / nb
         draw_cell = float(np.sum(base["draw_seconds"])) / nb if "draw_seconds" in base else 0.0
         b_flops = sum(
-            cell_flops(per[i], loops[i], int(st), "paper") for i, st in zip(base_idx, base["stop_step"], strict=True)
+            cell_flops(s.flops(model_hparams(cells[i])), loops[i], int(st), "paper")  # the plain form
+            for i, st in zip(base_idx, base["stop_step"], strict=True)
         )
         b_steps = int(base["stop_step"].sum())
         a_flops_same = sum(cell_flops(per[i], loops[i], int(stops[i])) for i in base_idx)
@@ -338,7 +342,8 @@ def render(report: dict, console: Console) -> None:
 def _floor(cells, per, stops, rng: dict, peak: float, steady_per_cell: float, tags) -> dict:
     """The protocol's floor per cell: the random numbers it must draw at the fastest generator
     measured in this run, plus the FLOPs its exact algorithm cannot avoid (the paper's loop, the
-    test set evaluated once, no padding) at the GEMM rate measured in this run."""
+    test set evaluated once, no padding, in the cheaper of the model's exact forms: ``per``) at
+    the GEMM rate measured in this run."""
     from attnlab.bench.flops import random_numbers
 
     numbers = [random_numbers(c, int(st), tuple(tags)) for c, st in zip(cells, stops, strict=True)]
@@ -357,6 +362,6 @@ def _floor(cells, per, stops, rng: dict, peak: float, steady_per_cell: float, ta
         "seconds_per_number": {k: sig(v) for k, v in rng.items() if k != "best"},
         "definition": "floor = random numbers the protocol draws (inputs, test inputs, initial parameters, "
         "mini-batch permutations) × the fastest generator's seconds per number + the FLOPs of the paper's "
-        "loop with the test set evaluated once (no padding) / the JAX GEMM rate, both measured in this run; "
+        "loop with the test set evaluated once (no padding; the cheaper exact form: plain or dual) / the JAX GEMM rate, both measured in this run; "
         "multiple = attnlab's steady seconds per cell / floor",
     }

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.bench.flops import flops_jiang2024, flops_li2023, flops_wu2023
+from attnlab.bench.flops import flops_jiang2024, flops_jiang2024_dual, flops_li2023, flops_wu2023
 from attnlab.bench.torch_models import _jiang2024_class, _li2023_class, _wu2023_class
 from attnlab.errors import AttnlabError
 from attnlab.experiments.base import rounded
-from attnlab.problem import KEY_ONLY, Composition
+from attnlab.problem import KEY_ONLY, Composition, Recipe, split
 
 # ---------------------------------------------------------------- suites
 
@@ -67,6 +67,30 @@ class Suite:
     notes: tuple[str, ...] = ()
     sets: tuple[str, ...] = ()  # --set overrides of the experiment's spec at the suite's scale: its own grid
     fields: dict = field(default_factory=dict)  # values every cell of the suite takes
+    flops_dual: Callable[[Any, int], dict[str, int]] | None = None  # (hp, training tokens) -> the dual form's count
+
+    def per_sample(self, cell: dict, n_pad: int | None = None) -> dict[str, dict[str, int]]:
+        """The model's per-sample FLOP counts for ``cell``: "run", the form attnlab trains it in at
+        ``n_pad`` training rows (the dual one where the engine uses it), at the cell's N;
+        "run_padded", the same at n_pad; "least", the cheaper exact form at N (the floor's)."""
+        hp = model_hparams(cell)
+        plain = self.flops(hp)
+        if self.flops_dual is None:
+            return {"run": plain, "run_padded": plain, "least": plain}
+        comp = Composition.of(cell)
+        static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
+        N = int(cell["data.N"])
+        n_pad = N if n_pad is None else int(n_pad)
+        ds = split(static, "data")
+        tokens = comp.data.input_shape(ds)["tokens"]
+        used = comp._dual(Recipe(**split(static, "train")), hp, {comp.data.n_train: n_pad}, ds) is not None
+        dual, dual_pad = self.flops_dual(hp, N * tokens), self.flops_dual(hp, n_pad * tokens)
+        cost = lambda f: f["forward"] + f["backward"]  # noqa: E731
+        return {
+            "run": dual if used else plain,
+            "run_padded": dual_pad if used else plain,
+            "least": dual if cost(dual) < cost(plain) else plain,
+        }
 
     def check(self, cell: dict, baseline: bool = True) -> None:
         """The cell is this suite's model (the FLOP count) and, with ``baseline``, a recipe the
@@ -109,6 +133,7 @@ SUITES: dict[str, Suite] = {
             "w_O": ("w_O.weight", False),
         },
         flops=flops_jiang2024,
+        flops_dual=flops_jiang2024_dual,
         outcome=Outcome(
             "test_loss", "test loss", "<", lambda cols: cols["test_loss"].astype(float), lambda r: r["test_loss"]
         ),
