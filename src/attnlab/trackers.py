@@ -5,7 +5,8 @@ One tracker run per experiment directory (never one per cell), holding:
     config   the run's spec (every field, grid axes as lists) and its command
     cells    one step per cell, in the results' order: its final metrics (``final/<metric>``);
              a table of every cell (id, fields, metrics) says which cell each step is
-    traces   each cell's probes over training (``trace/<probe>/cell <i>``, x = the logged step)
+    traces   each cell's probes over training: TensorBoard scalars ``trace/<probe>/cell <i>`` (x =
+             the logged step); a W&B table with a row per cell and logged step, a column per probe
     verdict  every claim: statement, measured value, rule and outcome
 
 ``tensorboard``  event files under ``DIR/tb/`` (``tensorboard --logdir DIR/tb``)
@@ -84,6 +85,16 @@ class _Run:
         steps, values = row.get("trace_step") or [], row.get(name) or []
         return [(int(s), float(v)) for s, v in zip(steps, values, strict=False) if _finite(v)]
 
+    def trace_table(self) -> tuple[list[str], list[list]]:
+        """(columns, rows): cell, step, then each probe; one row per cell and logged step."""
+        names = [n.removeprefix("trace_") for n in self.traces]
+        rows = [
+            [i, int(step), *(float(row[n][k]) if _finite(row[n][k]) else None for n in self.traces)]
+            for i, row in enumerate(self.rows)
+            for k, step in enumerate(row.get("trace_step") or [])
+        ]
+        return ["cell", "step", *names], rows
+
     def cell_table(self) -> tuple[list[str], list[list]]:
         columns = ["cell", *(k for k in self.rows[0] if not k.startswith("trace_"))] if self.rows else ["cell"]
         return columns, [[i, *(_plain(r[k]) for k in columns[1:])] for i, r in enumerate(self.rows)]
@@ -154,11 +165,14 @@ def _tensorboard(run: _Run) -> Path:
             + ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
         ),
     )
+    at: dict[int, list] = {}  # logged step -> every cell's trace values there: one event per step
     for i, row in enumerate(run.rows):
         put(i, *(scalar(f"final/{m}", row[m]) for m in run.metrics if _finite(row[m])))
         for name in run.traces:
             for step, v in run.trace(row, name):
-                put(step, scalar(f"trace/{name.removeprefix('trace_')}/cell {i}", v))
+                at.setdefault(step, []).append(scalar(f"trace/{name.removeprefix('trace_')}/cell {i}", v))
+    for step in sorted(at):
+        put(step, *at[step])
     writer.close()
     return where
 
@@ -179,15 +193,10 @@ def _wandb(run: _Run) -> Path:
         for i, row in enumerate(run.rows):
             tracker.log({f"final/{m}": row[m] for m in run.metrics if _finite(row[m])}, step=i)
         columns, rows = run.cell_table()
-        traces = [
-            [i, name.removeprefix("trace_"), step, v]
-            for i, row in enumerate(run.rows)
-            for name in run.traces
-            for step, v in run.trace(row, name)
-        ]
         tracker.log({"cells": wandb.Table(columns=columns, data=rows)})
-        if traces:
-            tracker.log({"traces": wandb.Table(columns=["cell", "trace", "step", "value"], data=traces)})
+        if run.traces:  # one row per cell and logged step, a column per probe (None where not finite)
+            names, traces = run.trace_table()
+            tracker.log({"traces": wandb.Table(columns=names, data=traces, allow_mixed_types=True)})
         claims = [
             [c["id"], c["statement"], json.dumps(c["measured"]), c["expected"], c["outcome"]]
             for c in run.verdict["claims"]

@@ -3,6 +3,7 @@ readers (TensorBoard's event accumulator; the records of the W&B offline run fil
 
 import glob
 import json
+import math
 import shutil
 import struct
 
@@ -98,6 +99,17 @@ def test_wandb_offline_run_holds_every_cells_metrics_config_and_verdict(exported
     config = {i.key: json.loads(i.value_json) for i in run.config.update}
     assert config["spec"] == json.loads((out / "spec.json").read_text()) and config["cells"] == len(rows)
     assert run.display_name == f"{EXP}-smoke"
+    # the traces table (a row per cell and logged step, a column per probe), from the run's media file
+    (table,) = glob.glob(str(out / "wandb" / "offline-run-*" / "files" / "media" / "table" / "traces_*.table.json"))
+    table = json.loads(open(table).read())
+    names = [k for k in rows[0] if k.startswith("trace_") and k != "trace_step"]
+    assert table["columns"] == ["cell", "step", *(n.removeprefix("trace_") for n in names)]
+    want = [
+        [i, s, *(r[n][k] if math.isfinite(r[n][k]) else None for n in names)]
+        for i, r in enumerate(rows)
+        for k, s in enumerate(r["trace_step"])
+    ]
+    assert table["data"] == want
 
 
 def test_an_unknown_or_missing_tracker_is_one_error_before_anything_runs(tmp_path, monkeypatch):
