@@ -195,6 +195,7 @@ def run_spec(
     from attnlab.train import default_strategy, enable_compile_cache
 
     trackers.check(log)  # a missing tracker is reported before anything trains
+    trackers.warm(log)  # imported while the run trains
     enable_compile_cache()  # reruns and resumes skip compilation (off where $ATTNLAB_COMPILE_CACHE=off)
     out = Path(out)
     check_out(out)
