@@ -193,7 +193,7 @@ def sizes(hp: Hparams) -> tuple[int, int]:
 PART = register(
     Model(
         name="wu2023",
-        version=2,  # 2: α a per-cell input (last-bit differences from α as a constant)
+        version=1,
         config=Hparams,
         init=init,
         apply=apply,
