@@ -329,7 +329,8 @@ def vit_cells(model_over, train_over, N):
 
 def test_registered_with_the_problem_registry():
     assert part("model", "vit") is model.PART
-    assert set(model.PART.static) == set(model.Hparams.fields())
+    assert set(model.PART.static) | set(model.PART.batched) == set(model.Hparams.fields())
+    assert model.PART.batched == ("alpha",)  # τ₀'s exponent: a per-cell input
 
 
 def test_engine_minibatch_sgd_equals_the_reference():
