@@ -56,7 +56,9 @@ INT32_MAX = 2**31 - 1  # integer fields become int32 in the compiled programs
 
 
 def batched(default: Any = ..., **kw) -> Any:
-    """A field that is a per-cell input of the compiled program (cells differing in it share one)."""
+    """A field that is a per-cell input of the compiled program (cells differing in it share one).
+    A model's reaches ``init`` and ``apply`` as a traced value in ``hp``: arithmetic on it must be
+    ``jnp``'s, never a Python branch."""
     return Field(default, json_schema_extra={"role": "batched"}, **kw)
 
 

@@ -40,7 +40,7 @@ def _forward(problem, shared, recipe: P.Recipe, failed: dict, where: str):
             if fn is None or not on:
                 continue
             try:
-                out[kind] = fn({k: p for k, p in params.items() if k not in problem.inputs}, data, v, aux)
+                out[kind] = fn(problem.parameters(params), data, v, aux)
             except AttnlabError:
                 raise
             except Exception as e:  # any failure here means the probe set does not fit

@@ -124,7 +124,8 @@ def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
     dtype = cells[0].get("train.dtype", "float32")
     names = {k for k in cells[0] if comp.classify(k) == "batched"}
     # the model's batched fields always (a model may leave a field at its default out of a cell: vit's α = ½)
-    defaults = {f"model.{n}": comp.model.config.model_fields[n].get_default() for n in comp.model.batched}
+    model = comp.model.config
+    defaults = {f"model.{n}": model.model_fields[n].get_default() for n in model.with_role("batched")}
     names = sorted(names | set(defaults))
     v = {f: np.asarray([c.get(f, defaults.get(f)) for c in cells]) for f in names}
     v = {f: x.astype(dtype) if x.dtype.kind == "f" else x for f, x in v.items()}

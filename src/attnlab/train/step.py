@@ -82,7 +82,7 @@ def plain_params(problem: Problem, train, fixed, data) -> Params:
     """Every parameter in the model's own form: W = W_0 + Xᵀ A for the dual's projected ones;
     the cell's inputs (``problem.inputs``) left out."""
     if problem.dual is None:
-        return {k: p for k, p in {**train, **fixed}.items() if k not in problem.inputs}
+        return problem.parameters({**train, **fixed})
     Xf, dd = _flat_tokens(problem, data["X"]), data["dual"]
     W = {n: dd["W0"][n] + Xf.T @ train[n] for n in problem.dual.projected}
     return {**train, **fixed, **W}

@@ -107,6 +107,10 @@ class Problem:
     dual: Dual | None = None
     inputs: tuple[str, ...] = ()
 
+    def parameters(self, params: Params) -> Params:
+        """The model's parameters among ``params``: the cell's inputs left out."""
+        return {k: p for k, p in params.items() if k not in self.inputs}
+
     def __post_init__(self):
         if self.dual is not None and not set(self.dual.projected) <= set(self.trainable):
             raise ValueError(f"dual: projected {self.dual.projected} must be trained parameters {self.trainable}")
