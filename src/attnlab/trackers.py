@@ -118,13 +118,17 @@ class _Run:
 
     def trace_table(self) -> tuple[list[str], list[list]]:
         """(columns, rows): cell, step, then each probe; one row per cell and logged step."""
-        names = [n.removeprefix("trace_") for n in self.traces]
+
+        def value(row: dict, name: str, k: int) -> float | None:
+            values = row.get(name) or []  # a cell of another stage may not record this probe
+            return float(values[k]) if k < len(values) and _finite(values[k]) else None
+
         rows = [
-            [i, int(step), *(float(row[n][k]) if _finite(row[n][k]) else None for n in self.traces)]
+            [i, int(step), *(value(row, n, k) for n in self.traces)]
             for i, row in enumerate(self.rows)
             for k, step in enumerate(row.get("trace_step") or [])
         ]
-        return ["cell", "step", *names], rows
+        return ["cell", "step", *(n.removeprefix("trace_") for n in self.traces)], rows
 
     def cell_table(self) -> tuple[list[str], list[list]]:
         columns = ["cell", *(k for k in self.rows[0] if not k.startswith("trace_"))] if self.rows else ["cell"]
