@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from pydantic import Field, PositiveFloat
 
-from attnlab.engine import grid
+from attnlab.engine import executors, grid, rows
+from attnlab.engine.plan import Plan
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.models import wu2023
 from helpers import assert_same, bucket_of, cell_of, run_bucket, use_part
@@ -64,3 +65,23 @@ def test_batched_alpha_equals_static_alpha_cell_by_cell(monkeypatch, dtype, prob
     assert len({float(x) for x in out["metrics"]["train_loss"]}) == 2
     if probes:
         assert np.all(np.isfinite(out["traces"]["lambda_min"]))
+
+
+def test_a_chunk_that_mixes_a_defaulted_field_keeps_each_cells_value():
+    """The ViT leaves α = ½ (its default) out of a cell; a chunk holding such a cell first and an
+    α = 1 cell stores α = 1 for the second (null, read as ½, for the first), and the two trained
+    differently: the field reached the model."""
+    spec = ExperimentSpec(
+        data={"name": "pool", "pool": 40, "M": 4, "d": 6, "N": 8, "n_test": 8},
+        model={"name": "vit", "D": 8, "depth": 1, "heads": 2, "alpha": [0.5, 1.0]},
+        train={"loss": "logistic", "optimizer": "gd", "lr": 0.5, "max_steps": 5, "dtype": "float64"},
+        seeds=1,
+    )
+    cells = expand(spec)
+    assert "model.alpha" not in cells[0] and cells[1]["model.alpha"] == 1.0
+    (chunk,) = Plan.of(cells, memory_budget=2e9).chunks  # one program for both α
+    table = executors.train_chunk(chunk)
+    assert table.column("model.alpha").to_pylist() == [None, 1.0]
+    assert [rows.cell_of(r) for r in table.to_pylist()] == cells
+    a, b = table.column("train_loss").to_pylist()
+    assert a != b

@@ -54,7 +54,7 @@ def train_chunk(chunk: Chunk) -> pa.Table:
     with jax.enable_x64(dtype == "float64"):
         res = train_bucket(problem, cfg, v, shared=comp.shared(static), cache_key=(chunk.static, chunk.pads))
     seconds = (time.perf_counter() - t0) / len(cells)
-    return pa.Table.from_pylist(rows.rows(cells, res, cfg, seconds, provenance(default_strategy(), dtype)))
+    return rows.table(rows.rows(cells, res, cfg, seconds, provenance(default_strategy(), dtype)))
 
 
 class LocalExecutor:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pyarrow as pa
 
 from attnlab.engine.grid import cell_id
 from attnlab.problem import KEY_ONLY, PART_KINDS
@@ -61,6 +62,14 @@ def rows(cells: list[dict], res: dict, cfg, seconds: float, provenance: dict) ->
             row[PARAMS] = params_bytes({k: p[i] for k, p in res["params"].items()})
         out.append(row | provenance)
     return out
+
+
+def table(rows: list[dict]) -> pa.Table:
+    """Rows as a table with the union of their keys (in order of first appearance), null where a
+    row has none: a cell may leave a field at its default out (the ViT's α = ½), and pyarrow
+    would otherwise take the columns of the first row alone, dropping the field of every cell."""
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows])
 
 
 def cell_of(row: dict, tags: tuple[str, ...] = ()) -> dict:
