@@ -41,14 +41,15 @@ def main() -> None:
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--check", action="store_true", help=f"exit 1 if a median overhead exceeds {LIMIT:.0%}")
+    ap.add_argument("--check", action="store_true", help=f"exit 1 if a median overhead exceeds {LIMIT * 100:g} %%")
     args = ap.parse_args()
     from attnlab import trackers
 
     walls: dict[str, list[float]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory(prefix="attnlab-bench-trackers-") as d:
         for r in range(args.repeats):
-            for mode in MODES[r % 3 :] + MODES[: r % 3]:
+            k = r % len(MODES)
+            for mode in MODES[k:] + MODES[:k]:
                 walls[mode].append(run_once(args.id, args.scale, Path(d) / f"{mode}-{r}", mode))
         export = {}
         for name in trackers.TRACKERS:  # the export alone, after a finished run, in this process

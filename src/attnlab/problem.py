@@ -376,11 +376,11 @@ class Composition:
             probes=probes,
             array_probes=array_probes,
             stop_fn=STOP_FNS[recipe.stop_on],
-            dual=None if inputs else self._dual(recipe, hp, data_pads, ds),  # a dual form is built for one hp
+            dual=None if inputs else self.dual_form(recipe, hp, data_pads, ds),  # a dual form is built for one hp
             inputs=inputs,
         )
 
-    def _dual(self, recipe: Recipe, hp, data_pads: dict, ds: dict) -> T.Dual | None:
+    def dual_form(self, recipe: Recipe, hp, data_pads: dict, ds: dict) -> T.Dual | None:
         """The model's dual form where it is exact (full-batch gd / momentum) and cheaper: a
         step costs (N·L)²·width against N·L·d·width in the plain form, so it needs N·L < d
         (N: the padded training set, the data part's ``n_train`` size; L: tokens per sample)."""

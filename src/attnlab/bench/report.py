@@ -14,7 +14,7 @@ from rich.table import Table
 
 from attnlab.bench.flops import Loop, cell_flops
 from attnlab.bench.measure import agreement, cpu_count, sig
-from attnlab.bench.suites import get_suite, model_hparams
+from attnlab.bench.suites import get_suite
 from attnlab.engine import grid
 from attnlab.experiments.base import rounded
 
@@ -162,7 +162,7 @@ def build_report(
         per_cell = b_sec / nb
         draw_cell = float(np.sum(base["draw_seconds"])) / nb if "draw_seconds" in base else 0.0
         b_flops = sum(
-            cell_flops(s.flops(model_hparams(cells[i])), loops[i], int(st), "paper")  # the plain form
+            cell_flops(forms[i]["plain"], loops[i], int(st), "paper")
             for i, st in zip(base_idx, base["stop_step"], strict=True)
         )
         b_steps = int(base["stop_step"].sum())

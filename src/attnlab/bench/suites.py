@@ -72,24 +72,26 @@ class Suite:
     def per_sample(self, cell: dict, n_pad: int | None = None) -> dict[str, dict[str, int]]:
         """The model's per-sample FLOP counts for ``cell``: "run", the form attnlab trains it in at
         ``n_pad`` training rows (the dual one where the engine uses it), at the cell's N;
-        "run_padded", the same at n_pad; "least", the cheaper exact form at N (the floor's)."""
+        "run_padded", the same at n_pad; "least", the cheaper exact form at N (the floor's);
+        "plain", the plain form's (the serial baseline's)."""
         hp = model_hparams(cell)
         plain = self.flops(hp)
         if self.flops_dual is None:
-            return {"run": plain, "run_padded": plain, "least": plain}
+            return {"run": plain, "run_padded": plain, "least": plain, "plain": plain}
         comp = Composition.of(cell)
         static = {k: v for k, v in cell.items() if comp.classify(k) == "static"}
         N = int(cell["data.N"])
         n_pad = N if n_pad is None else int(n_pad)
         ds = split(static, "data")
         tokens = comp.data.input_shape(ds)["tokens"]
-        used = comp._dual(Recipe(**split(static, "train")), hp, {comp.data.n_train: n_pad}, ds) is not None
+        used = comp.dual_form(Recipe(**split(static, "train")), hp, {comp.data.n_train: n_pad}, ds) is not None
         dual, dual_pad = self.flops_dual(hp, N * tokens), self.flops_dual(hp, n_pad * tokens)
         cost = lambda f: f["forward"] + f["backward"]  # noqa: E731
         return {
             "run": dual if used else plain,
             "run_padded": dual_pad if used else plain,
             "least": dual if cost(dual) < cost(plain) else plain,
+            "plain": plain,
         }
 
     def check(self, cell: dict, baseline: bool = True) -> None:
