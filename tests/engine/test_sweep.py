@@ -6,6 +6,7 @@ compiled programs are built once and reused."""
 import dataclasses
 import json
 
+import jax
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -262,6 +263,56 @@ def test_interrupted_run_resumes_to_the_same_results(tmp_path):
     a, b = ref.assemble(ids), broken.assemble(ids)
     for col in ("id", "train_loss", "test_loss", "stop_step", "status", "trace_train_loss"):
         assert a.column(col).equals(b.column(col)), col
+
+
+def test_compile_ahead_gives_the_same_results_as_compiling_each_chunk_when_it_trains(tmp_path):
+    """The local executor compiles chunk i+1's program in a background thread while chunk i
+    trains; the rows are the ones of chunks compiled one by one, value for value."""
+    from attnlab import train as T
+
+    cells = [cell(mu=mu, N=n) for mu in (1.0, 5.0) for n in (2, 3, 4)]
+    budget = budget_for(cells, 2)  # three chunks, three padded sizes: three programs
+    stores = {ahead: Store(tmp_path / str(ahead)) for ahead in (False, True)}
+    for ahead, store in stores.items():
+        T.bucket.PROGRAMS.clear()
+        run_cells(cells, store, memory_budget=budget, progress=False, executor=executors.LocalExecutor(ahead))
+    ids = [grid.cell_id(c) for c in cells]
+    a, b = (s.assemble(ids) for s in stores.values())
+    for col in ("id", "train_loss", "test_loss", "stop_step", "status", "trace_train_loss"):
+        assert a.column(col).equals(b.column(col)), col
+
+
+def test_a_chunk_compiled_ahead_trains_without_compiling_again():
+    from attnlab import train as T
+
+    cells = [cell(mu=mu) for mu in (1.0, 5.0)]
+    (ch,) = plan(cells, set(), 1e9)
+    T.bucket.PROGRAMS.clear()
+    executors.compile_chunk(ch)
+    (progs,) = T.bucket.PROGRAMS.values()
+    (done,) = progs.executables.values()
+    assert done.done() and done.exception() is None
+    built = T.PROGRAMS_BUILT["count"]
+    executors.train_chunk(ch)
+    assert T.PROGRAMS_BUILT["count"] == built and list(progs.executables.values()) == [done]
+
+
+def test_a_compile_ahead_that_fails_is_raised_by_the_chunk_itself(monkeypatch):
+    """The background compile's error is not lost or raised there: the chunk's own call raises it."""
+    from attnlab import train as T
+
+    (ch,) = plan([cell()], set(), 1e9)
+    T.bucket.PROGRAMS.clear()
+
+    def broken(self, *a, **k):
+        raise RuntimeError("lowering failed")
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", broken)
+    executors._quietly(executors.compile_chunk, ch)  # swallowed: nothing is kept
+    (progs,) = T.bucket.PROGRAMS.values()
+    assert progs.executables == {}
+    with pytest.raises(RuntimeError, match="lowering failed"):
+        executors.train_chunk(ch)
 
 
 def test_unknown_executor(tmp_path):

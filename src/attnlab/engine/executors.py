@@ -34,7 +34,7 @@ from attnlab.engine.store import Store, part_name
 from attnlab.errors import AttnlabError
 from attnlab.problem import Composition
 from attnlab.provenance import provenance
-from attnlab.train import default_strategy, train_bucket
+from attnlab.train import compile_ahead, default_strategy, train_bucket
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL = 'pip install -c constraints.txt -e ".[ray]"'
@@ -57,12 +57,53 @@ def train_chunk(chunk: Chunk) -> pa.Table:
     return rows.table(rows.rows(cells, res, cfg, seconds, provenance(default_strategy(), dtype)))
 
 
+def compile_chunk(chunk: Chunk) -> None:
+    """Compile the program ``train_chunk`` will run for ``chunk`` (and keep it), training nothing."""
+    static, pads = dict(chunk.static), dict(chunk.pads)
+    comp = Composition.of(static, chunk.tags)
+    with jax.enable_x64(static.get("train.dtype", "float32") == "float64"):
+        compile_ahead(
+            comp.problem(static, pads),
+            comp.train_config(static),
+            grid.batch_inputs(comp, list(chunk.cells)),
+            comp.shared(static),
+            cache_key=(chunk.static, chunk.pads),
+        )
+
+
+AHEAD = {train_chunk: compile_chunk}  # a chunk trainer -> what prepares a chunk for it ahead of time
+
+
 class LocalExecutor:
-    """Runs every chunk in this process, in order."""
+    """Runs every chunk in this process, in order. While a chunk trains, the next one's program
+    compiles in a background thread (for a trainer listed in ``AHEAD``): on a cold compile
+    cache a grid of many chunk shapes pays its compiles alongside its training, not before each
+    chunk. A compile that fails there is left for the chunk's own call to raise."""
+
+    def __init__(self, ahead: bool = True):
+        self.ahead = ahead
 
     def map(self, fn: Callable[[Chunk], pa.Table], chunks: Iterable[Chunk]) -> Iterator[pa.Table]:
-        for chunk in chunks:
-            yield fn(chunk)
+        from concurrent.futures import ThreadPoolExecutor
+
+        chunks = list(chunks)
+        prepare = AHEAD.get(fn) if self.ahead and len(chunks) > 1 else None
+        pool = ThreadPoolExecutor(1, thread_name_prefix="attnlab-compile") if prepare else None
+        try:
+            for i, chunk in enumerate(chunks):
+                if pool and i + 1 < len(chunks):
+                    pool.submit(_quietly, prepare, chunks[i + 1])
+                yield fn(chunk)
+        finally:
+            if pool:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _quietly(fn: Callable, *args) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 — the chunk's own call compiles again and raises it where it is seen
+        pass
 
 
 # ---------------------------------------------------------------- ray

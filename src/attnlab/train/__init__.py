@@ -50,6 +50,7 @@ Python loop. Tests check that both paths agree.
 
 from attnlab.train.bucket import (
     PROGRAMS_BUILT,
+    compile_ahead,
     compile_cache_dir,
     default_strategy,
     enable_compile_cache,
@@ -87,6 +88,7 @@ __all__ = [
     "Params",
     "Problem",
     "TrainConfig",
+    "compile_ahead",
     "compile_cache_dir",
     "default_strategy",
     "enable_compile_cache",

@@ -3,9 +3,11 @@ the programs kept per process, and the persistent compile cache."""
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +35,7 @@ class _Programs:
     advance: Callable  # (carry, fixed, data, v, t_end) -> carry
     finish: Callable  # (cells, fixed, data, v, k) -> result dict
     sequential: Callable  # (v, shared) -> result dict: every cell's whole loop, one after another
+    executables: dict = field(default_factory=dict)  # sequential's, compiled per input signature (Futures)
 
 
 def programs(problem: Problem, cfg: TrainConfig) -> _Programs:
@@ -158,23 +161,65 @@ PROGRAMS_KEPT = 32
 PROGRAMS_BUILT = {"count": 0}  # programs built in this process (the Ray workers report it)
 
 
+_LOCK = threading.Lock()  # PROGRAMS and the executables: a chunk's program may compile in another thread
+
+
 def kept_program(build: Callable, problem: Problem, cfg: TrainConfig, cache_key):
     """``build(problem, cfg)``, kept under (``build``, ``cache_key``, ``cfg``) when a key is
     given: the caller promises that the key determines the problem (a bucket's static fields
     and pads), so a later call with the same key reuses the compiled programs."""
-    if cache_key is None:
-        PROGRAMS_BUILT["count"] += 1
-        return build(problem, cfg)
-    key = (build.__name__, cache_key, cfg)
-    progs = PROGRAMS.get(key)
-    if progs is None:
-        progs = PROGRAMS[key] = build(problem, cfg)
-        PROGRAMS_BUILT["count"] += 1
-        while len(PROGRAMS) > PROGRAMS_KEPT:
-            PROGRAMS.popitem(last=False)  # its executables are freed with it
-    else:
-        PROGRAMS.move_to_end(key)
-    return progs
+    with _LOCK:
+        if cache_key is None:
+            PROGRAMS_BUILT["count"] += 1
+            return build(problem, cfg)
+        key = (build.__name__, cache_key, cfg)
+        progs = PROGRAMS.get(key)
+        if progs is None:
+            progs = PROGRAMS[key] = build(problem, cfg)
+            PROGRAMS_BUILT["count"] += 1
+            while len(PROGRAMS) > PROGRAMS_KEPT:
+                PROGRAMS.popitem(last=False)  # its executables are freed with it
+        else:
+            PROGRAMS.move_to_end(key)
+        return progs
+
+
+def sequential_executable(progs: _Programs, v: dict, shared):
+    """``progs.sequential`` compiled ahead of time for the shapes of (``v``, ``shared``), once per
+    signature: a call from another thread that finds the compile under way waits for it rather
+    than compiling again (:func:`compile_ahead` starts the next chunk's while this one trains).
+    The executable is the jitted function's own (same lowering), so results are identical."""
+    sig = (
+        jax.config.jax_enable_x64,
+        jax.tree.structure((v, shared)),
+        tuple((x.shape, jnp.result_type(x)) for x in jax.tree.leaves((v, shared))),
+    )
+    with _LOCK:
+        pending = progs.executables.get(sig)
+        if pending is None:
+            pending = progs.executables[sig] = Future()
+            owner = True
+        else:
+            owner = False
+    if owner:
+        try:
+            pending.set_result(progs.sequential.lower(v, shared).compile())
+        except BaseException as e:
+            with _LOCK:
+                progs.executables.pop(sig, None)  # a later call compiles again (and raises its own error)
+            pending.set_exception(e)
+            raise
+    return pending.result()
+
+
+def compile_ahead(problem: Problem, cfg: TrainConfig, v: dict, shared, cache_key) -> None:
+    """Compile the program ``train_bucket`` would run on these inputs (the CPU strategy), and keep
+    it under ``cache_key``: called from a background thread while another chunk trains, so the
+    next chunk starts without waiting for its compile. XLA's compile and the training both release
+    the interpreter, so the two overlap on the machine's cores."""
+    if default_strategy() == "sequential":
+        v = {k: jnp.asarray(x) for k, x in v.items()}
+        sequential_executable(kept_program(programs, problem, cfg, cache_key), v, shared)
 
 
 def compile_cache_dir() -> str | None:
@@ -260,7 +305,7 @@ def train_bucket(
     progs = kept_program(programs, problem, cfg, cache_key)
     v = {k: jnp.asarray(x) for k, x in v.items()}
     if strategy == "sequential":
-        return jax.tree.map(np.asarray, progs.sequential(v, shared))
+        return jax.tree.map(np.asarray, sequential_executable(progs, v, shared)(v, shared))
     return _run_vmap(progs, cfg, v, shared, segment, shrink, min_batch)
 
 
