@@ -364,3 +364,35 @@ def test_reproduce_all_resumes_each_id_and_writes_an_index_and_a_summary(smoke, 
     index = (tmp_path / "index.html").read_text()
     assert all(f'href="{i}/report.html"' in index for i in ids)
     assert f"all (smoke): {len(ids)} experiments" in r.output
+
+
+def test_reproduce_all_runs_ids_in_processes_and_reports_the_one_that_failed(smoke, tmp_path):
+    """``--jobs 2``: each id in a child process; one whose store was written by other code fails
+    there, is named with its error and log, and the others still land in the summary and index."""
+    from attnlab.experiments import registry
+
+    ids = [i for i in registry() if i.startswith("jiang2024-")]
+    for i in ids:
+        shutil.copytree(smoke(i).out, tmp_path / i)
+    manifest = tmp_path / ids[1] / "store.json"
+    manifest.write_text(manifest.read_text().replace('"jax": "', '"jax": "0.0.1-'))
+    r = runner.invoke(
+        app,
+        ["reproduce", "all", "--scale", "smoke", "--only", "jiang2024", "--out", str(tmp_path), "--jobs", "2"],
+    )
+    assert r.exit_code == 1, r.output
+    assert f"error: {ids[1]}: exit 2: " in r.output and "jax" in r.output and f"logs/{ids[1]}.log" in r.output
+    assert f"1 experiment(s) did not run: {ids[1]}" in r.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [row["id"] for row in summary["ids"]] == [ids[0], ids[2]] and summary["failed"] == [ids[1]]
+    assert summary["jobs"] == 2 and all(row["trained_now"] == 0 for row in summary["ids"])
+    index = (tmp_path / "index.html").read_text()
+    assert f'href="{ids[0]}/report.html"' in index and f'href="{ids[1]}/report.html"' not in index
+    for args, message in [
+        (["--jobs", "0"], "--jobs: must be at least 1, got 0"),
+        (["--jobs", "2", "--executor", "ray"], "the ids' processes share one Ray cluster, named by RAY_ADDRESS"),
+    ]:
+        r = runner.invoke(app, ["reproduce", "all", "--scale", "smoke", "--out", str(tmp_path / "x"), *args])
+        assert r.exit_code == 2 and message in r.output, r.output
+    r = runner.invoke(app, ["reproduce", "jiang2024-fig3", "--jobs", "2"])
+    assert r.exit_code == 2 and "--jobs: applies to `reproduce all`" in r.output

@@ -61,15 +61,22 @@ def reproduce_cmd(
     dry_run: DryRunOption = False,
     estimate: EstimateOption = True,
     log: LogOption = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            help="with all: ids run this many at a time, each in its own process (with --executor ray, on the "
+            "Ray cluster at RAY_ADDRESS)"
+        ),
+    ] = 1,
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html.
     ``all``: every experiment in turn (each resumable), then an index page of every claim."""
     from attnlab.fmt import fmt_text
 
     if exp_id == "all":
-        return _reproduce_all(scale, out_dir, only, sets or [], executor, quiet, force, dry_run, estimate)
-    if only is not None:
-        raise fail("--only: chooses the papers of `reproduce all`; give all as the id")
+        return _reproduce_all(scale, out_dir, only, sets or [], executor, quiet, force, dry_run, estimate, jobs)
+    if only is not None or jobs != 1:
+        raise fail(f"{'--only' if only is not None else '--jobs'}: applies to `reproduce all`; give all as the id")
     try:
         exp = get(exp_id)
         if dry_run:
@@ -113,14 +120,16 @@ def reproduce_cmd(
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
-def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, estimate) -> None:
+def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, estimate, jobs=1) -> None:
     """Every experiment of ``attnlab list`` (or of one paper, ``--only``) at ``scale``, each with its
-    own spec, into ``out_dir``/ID (default results/all-SCALE), one after another in the list's
-    order (by paper, so ids that share buckets run back to back and reuse compiled programs). A
-    rerun resumes where it stopped. Then an index page of every claim (``index.html``) and a
-    summary of wall time and verdicts per id (``summary.json``, and the terminal); exit 1 if one
-    failed to run."""
+    own spec, into ``out_dir``/ID (default results/all-SCALE), in the list's order (by paper, so ids
+    that share buckets run close together and reuse compiled programs through the persistent
+    compile cache). ``jobs`` > 1: that many ids at a time, each in a child process
+    (``attnlab reproduce ID``, its output in ``out_dir``/logs/ID.log). A rerun resumes where it
+    stopped. Then an index page of every claim (``index.html``) and a summary of wall time and
+    verdicts per id (``summary.json``, and the terminal); exit 1 if one failed to run."""
     import json
+    import os
     import time
 
     from attnlab import report
@@ -129,52 +138,112 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
     root = out_dir or Path("results") / f"all-{scale}"
     if sets:
         raise fail("--set: applies to one experiment's fields; give an id, not all")
+    if jobs < 1:
+        raise fail(f"--jobs: must be at least 1, got {jobs}")
+    if jobs > 1 and executor == "ray" and not os.environ.get("RAY_ADDRESS"):
+        raise fail(
+            "--jobs with --executor ray: the ids' processes share one Ray cluster, named by RAY_ADDRESS "
+            "(`ray start --head` starts one on this machine); without --jobs the ids run one after another"
+        )
     exps = {i: e for i, e in registry().items() if only is None or i.split("-", 1)[0] == only}
     if not exps:
         papers = sorted({i.split("-", 1)[0] for i in registry()})
         raise fail(f"--only: no experiment of {only!r}; papers: {', '.join(papers)}")
-    done, failed, rows, t0 = [], [], [], time.perf_counter()
-    for exp_id, exp in exps.items():
-        try:
-            if dry_run:
-                _print_plan(exp, exp.spec(scale), estimate)
-                continue
-            target = root / exp_id
-            v = reproduce(exp, scale, target, executor=executor, progress=not quiet, force=force)
-        except AttnlabError as e:
-            err.print(f"error: {exp_id}: {e}", highlight=False, soft_wrap=True, markup=False)
-            failed.append(exp_id)
-            continue
+    if dry_run:
+        for exp in exps.values():
+            _print_plan(exp, exp.spec(scale), estimate)
+        return
+    done, failed, rows, t0 = {}, [], {}, time.perf_counter()
+
+    def landed(exp_id: str, v: dict) -> None:
         tally = {o: sum(c["outcome"] == o for c in v["claims"]) for o in report.OUTCOMES}
-        rows.append(
-            {
-                "id": exp_id,
-                "cells": v["cells"],
-                "trained_now": v["cells_trained_now"],
-                "seconds": v["runtime_s"],
-                **tally,
-            }
-        )
+        rows[exp_id] = {
+            "id": exp_id,
+            "cells": v["cells"],
+            "trained_now": v["cells_trained_now"],
+            "seconds": v["runtime_s"],
+            **tally,
+        }
         out.print(
             f"{exp_id}: {v['cells']} cells, {v['runtime_s']:.0f} s — "
             + ", ".join(f"{n} {o}" for o, n in tally.items() if n),
             highlight=False,
         )
-        done.append((target / "report.html", v))
+        done[exp_id] = (root / exp_id / "report.html", v)
+
+    def lost(exp_id: str, why: str) -> None:
+        err.print(f"error: {exp_id}: {why}", highlight=False, soft_wrap=True, markup=False)
+        failed.append(exp_id)
+
+    if jobs == 1:
+        for exp_id, exp in exps.items():
+            try:
+                landed(exp_id, reproduce(exp, scale, root / exp_id, executor=executor, progress=not quiet, force=force))
+            except AttnlabError as e:
+                lost(exp_id, str(e))
+    else:
+        _in_processes(list(exps), scale, root, executor, force, jobs, landed, lost)
     if done:
-        index = report.write_index(root / "index.html", done)
+        order = [i for i in exps if i in done]
+        index = report.write_index(root / "index.html", [done[i] for i in order])
         total = time.perf_counter() - t0
-        summary = {"scale": scale, "only": only, "seconds": round(total, 1), "failed": failed, "ids": rows}
+        summary = {
+            "scale": scale,
+            "only": only,
+            "jobs": jobs,
+            "seconds": round(total, 1),
+            "failed": failed,
+            "ids": [rows[i] for i in order],
+        }
         atomic_write_bytes(root / "summary.json", json.dumps(summary, indent=2).encode())
         table = Table(title=f"all ({scale}): {len(done)} experiments in {total:.0f} s")
         for col in ("id", "cells", "wall time", *report.OUTCOMES):
             table.add_column(col, justify="left" if col == "id" else "right")
-        for r in rows:
+        for r in summary["ids"]:
             table.add_row(r["id"], str(r["cells"]), f"{r['seconds']:.0f} s", *(str(r[o]) for o in report.OUTCOMES))
         out.print(table)
         out.print(f"index: {index.resolve()}", highlight=False, soft_wrap=True, markup=False)
     if failed:
         raise fail(f"{len(failed)} experiment(s) did not run: {', '.join(failed)}", 1)
+
+
+def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -> None:
+    """``attnlab reproduce ID`` for each id in a child process, ``jobs`` at a time, started in the
+    order given; ``landed(id, verdict)`` or ``lost(id, why)`` as each ends. Interrupted, the
+    children are stopped (each resumes on a rerun)."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    logs = root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    waiting, running = list(ids), {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                exp_id = waiting.pop(0)
+                cmd = [sys.executable, "-m", "attnlab.cli", "reproduce", exp_id, "--scale", scale]
+                cmd += ["--out", str(root / exp_id), "--executor", executor, "--quiet", *(["--force"] if force else [])]
+                log = (logs / f"{exp_id}.log").open("w")
+                running[exp_id] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log)
+            time.sleep(0.2)
+            for exp_id, (proc, log) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                log.close()
+                del running[exp_id]
+                verdict = root / exp_id / "verdict.json"
+                if proc.returncode == 0 and verdict.exists():
+                    landed(exp_id, json.loads(verdict.read_text()))
+                else:
+                    tail = (logs / f"{exp_id}.log").read_text(errors="replace").strip().splitlines()[-3:]
+                    lost(exp_id, f"exit {proc.returncode}: " + " / ".join(tail) + f" (log: {logs / exp_id}.log)")
+    finally:
+        for proc, log in running.values():
+            proc.terminate()
+            proc.wait()
+            log.close()
 
 
 def _print_plan(exp, spec, estimate: bool = False) -> None:
