@@ -288,13 +288,21 @@ def test_a_chunk_compiled_ahead_trains_without_compiling_again():
     cells = [cell(mu=mu) for mu in (1.0, 5.0)]
     (ch,) = plan(cells, set(), 1e9)
     T.bucket.PROGRAMS.clear()
+    before = dict(T.COMPILE_TIME)
     executors.compile_chunk(ch)
     (progs,) = T.bucket.PROGRAMS.values()
     (done,) = progs.executables.values()
     assert done.done() and done.exception() is None
-    built = T.PROGRAMS_BUILT["count"]
+    assert T.COMPILE_TIME["executables"] == before["executables"] + 1
+    assert T.COMPILE_TIME["compiled_s"] > before["compiled_s"] and T.COMPILE_TIME["waited_s"] == before["waited_s"]
+    built, compiled = T.PROGRAMS_BUILT["count"], dict(T.COMPILE_TIME)
     executors.train_chunk(ch)
     assert T.PROGRAMS_BUILT["count"] == built and list(progs.executables.values()) == [done]
+    # nothing compiled again: the chunk's wait was its lookup
+    assert (
+        T.COMPILE_TIME["compiled_s"] == compiled["compiled_s"]
+        and T.COMPILE_TIME["executables"] == compiled["executables"]
+    )
 
 
 def test_a_compile_ahead_that_fails_is_raised_by_the_chunk_itself(monkeypatch):

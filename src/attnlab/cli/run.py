@@ -162,6 +162,7 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
             "cells": v["cells"],
             "trained_now": v["cells_trained_now"],
             "seconds": v["runtime_s"],
+            "compile_waited_s": (v.get("compile") or {}).get("waited_s"),  # compile time not hidden behind training
             **tally,
         }
         out.print(
@@ -197,10 +198,13 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
         }
         atomic_write_bytes(root / "summary.json", json.dumps(summary, indent=2).encode())
         table = Table(title=f"all ({scale}): {len(done)} experiments in {total:.0f} s")
-        for col in ("id", "cells", "wall time", *report.OUTCOMES):
+        for col in ("id", "cells", "wall time", "compile waited", *report.OUTCOMES):
             table.add_column(col, justify="left" if col == "id" else "right")
         for r in summary["ids"]:
-            table.add_row(r["id"], str(r["cells"]), f"{r['seconds']:.0f} s", *(str(r[o]) for o in report.OUTCOMES))
+            waited = "–" if r["compile_waited_s"] is None else f"{r['compile_waited_s']:.0f} s"
+            table.add_row(
+                r["id"], str(r["cells"]), f"{r['seconds']:.0f} s", waited, *(str(r[o]) for o in report.OUTCOMES)
+            )
         out.print(table)
         out.print(f"index: {index.resolve()}", highlight=False, soft_wrap=True, markup=False)
     if failed:

@@ -192,7 +192,7 @@ def run_spec(
     from attnlab.engine.plan import Plan
     from attnlab.engine.store import Store, atomic_write_bytes
     from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
-    from attnlab.train import default_strategy, enable_compile_cache
+    from attnlab.train import COMPILE_TIME, default_strategy, enable_compile_cache
 
     trackers.check(log)  # a missing tracker is reported before anything trains
     trackers.warm(log)  # imported while the run trains
@@ -200,6 +200,7 @@ def run_spec(
     out = Path(out)
     check_out(out)
     t0 = time.perf_counter()
+    compiles = dict(COMPILE_TIME)
     store, trained = None, 0
 
     def run(cells: list[dict]) -> dict[str, np.ndarray]:
@@ -235,6 +236,8 @@ def run_spec(
         "cells_trained_now": trained,
         "runtime_s": None,  # set once the figures are drawn
         "train_seconds_total": float(np.sum(trained_table.column("seconds").to_numpy())),
+        # this process's compiles (the local executor's; Ray's workers compile their own)
+        "compile": {k: round(COMPILE_TIME[k] - compiles[k], 3) for k in compiles} if executor == "local" else None,
         "provenance": provenance(default_strategy(), dtype),
         "command": command,
         "store_warnings": list(store.notes),  # e.g. damaged parts moved aside and trained again

@@ -49,6 +49,7 @@ Python loop. Tests check that both paths agree.
 """
 
 from attnlab.train.bucket import (
+    COMPILE_TIME,
     PROGRAMS_BUILT,
     compile_ahead,
     compile_cache_dir,
@@ -76,6 +77,7 @@ from attnlab.train.types import (
 
 __all__ = [
     "CAP",
+    "COMPILE_TIME",
     "CONVERGED",
     "DIVERGED",
     "LOSSES",

@@ -4,6 +4,7 @@ the programs kept per process, and the persistent compile cache."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -159,6 +160,9 @@ def programs(problem: Problem, cfg: TrainConfig) -> _Programs:
 PROGRAMS: OrderedDict[tuple, _Programs] = OrderedDict()
 PROGRAMS_KEPT = 32
 PROGRAMS_BUILT = {"count": 0}  # programs built in this process (the Ray workers report it)
+# seconds in this process: spent compiling the CPU strategy's programs (any thread), and spent by
+# train_bucket waiting for one (what a compile ahead did not hide); executables compiled
+COMPILE_TIME = {"compiled_s": 0.0, "waited_s": 0.0, "executables": 0}
 
 
 _LOCK = threading.Lock()  # PROGRAMS and the executables: a chunk's program may compile in another thread
@@ -203,7 +207,11 @@ def sequential_executable(progs: _Programs, v: dict, shared):
             owner = False
     if owner:
         try:
+            t0 = time.perf_counter()
             pending.set_result(progs.sequential.lower(v, shared).compile())
+            with _LOCK:
+                COMPILE_TIME["compiled_s"] += time.perf_counter() - t0
+                COMPILE_TIME["executables"] += 1
         except BaseException as e:
             with _LOCK:
                 progs.executables.pop(sig, None)  # a later call compiles again (and raises its own error)
@@ -305,7 +313,11 @@ def train_bucket(
     progs = kept_program(programs, problem, cfg, cache_key)
     v = {k: jnp.asarray(x) for k, x in v.items()}
     if strategy == "sequential":
-        return jax.tree.map(np.asarray, sequential_executable(progs, v, shared)(v, shared))
+        t0 = time.perf_counter()
+        run = sequential_executable(progs, v, shared)
+        with _LOCK:
+            COMPILE_TIME["waited_s"] += time.perf_counter() - t0
+        return jax.tree.map(np.asarray, run(v, shared))
     return _run_vmap(progs, cfg, v, shared, segment, shrink, min_batch)
 
 
