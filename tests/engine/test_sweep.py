@@ -5,6 +5,7 @@ compiled programs are built once and reused."""
 
 import dataclasses
 import json
+import threading
 
 import jax
 import numpy as np
@@ -265,7 +266,7 @@ def test_interrupted_run_resumes_to_the_same_results(tmp_path):
         assert a.column(col).equals(b.column(col)), col
 
 
-def test_compile_ahead_gives_the_same_results_as_compiling_each_chunk_when_it_trains(tmp_path):
+def test_compile_ahead_gives_the_same_results_as_compiling_each_chunk_when_it_trains(tmp_path, monkeypatch):
     """The local executor compiles chunk i+1's program in a background thread while chunk i
     trains; the rows are the ones of chunks compiled one by one, value for value."""
     from attnlab import train as T
@@ -273,9 +274,20 @@ def test_compile_ahead_gives_the_same_results_as_compiling_each_chunk_when_it_tr
     cells = [cell(mu=mu, N=n) for mu in (1.0, 5.0) for n in (2, 3, 4)]
     budget = budget_for(cells, 2)  # three chunks, three padded sizes: three programs
     stores = {ahead: Store(tmp_path / str(ahead)) for ahead in (False, True)}
+    compiled_in = {False: [], True: []}
+    compile = jax.stages.Lowered.compile
+
+    def recorded(self, *a, **k):
+        compiled_in[ahead].append(threading.current_thread().name)
+        return compile(self, *a, **k)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recorded)
     for ahead, store in stores.items():
         T.bucket.PROGRAMS.clear()
         run_cells(cells, store, memory_budget=budget, progress=False, executor=executors.LocalExecutor(ahead))
+    # each program compiled once; ahead, the second and third in the background thread
+    assert compiled_in[False] == ["MainThread"] * 3
+    assert sorted(compiled_in[True]) == ["MainThread", "attnlab-compile_0", "attnlab-compile_0"]
     ids = [grid.cell_id(c) for c in cells]
     a, b = (s.assemble(ids) for s in stores.values())
     for col in ("id", "train_loss", "test_loss", "stop_step", "status", "trace_train_loss"):

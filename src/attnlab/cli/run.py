@@ -150,8 +150,11 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
         papers = sorted({i.split("-", 1)[0] for i in registry()})
         raise fail(f"--only: no experiment of {only!r}; papers: {', '.join(papers)}")
     if dry_run:
-        for exp in exps.values():
-            _print_plan(exp, exp.spec(scale), estimate)
+        for exp_id, exp in exps.items():
+            try:
+                _print_plan(exp, exp.spec(scale), estimate)
+            except AttnlabError as e:
+                err.print(f"error: {exp_id}: {e}", highlight=False, soft_wrap=True, markup=False)
         return
     done, failed, rows, t0 = {}, [], {}, time.perf_counter()
 
@@ -213,9 +216,10 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
 
 def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -> None:
     """``attnlab reproduce ID`` for each id in a child process, ``jobs`` at a time, started in the
-    order given; ``landed(id, verdict)`` or ``lost(id, why)`` as each ends. Interrupted, the
-    children are stopped (each resumes on a rerun)."""
+    order given; ``landed(id, verdict)`` or ``lost(id, why)`` as each ends. Interrupted (Ctrl-C,
+    or SIGTERM as a batch system sends), the children are stopped: each resumes on a rerun."""
     import json
+    import signal
     import subprocess
     import sys
     import time
@@ -223,31 +227,40 @@ def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     waiting, running = list(ids), {}
+
+    def ended(exp_id: str, code: int) -> None:
+        try:
+            verdict = json.loads((root / exp_id / "verdict.json").read_text()) if code == 0 else None
+        except (OSError, ValueError) as e:
+            verdict, code = None, f"0 but its verdict.json is unreadable ({e})"
+        if verdict is not None:
+            return landed(exp_id, verdict)
+        tail = (logs / f"{exp_id}.log").read_text(errors="replace").strip().splitlines()[-3:]
+        lost(exp_id, f"exit {code}: " + " / ".join(tail) + f" (log: {logs / exp_id}.log)")
+
+    term = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
                 exp_id = waiting.pop(0)
                 cmd = [sys.executable, "-m", "attnlab.cli", "reproduce", exp_id, "--scale", scale]
                 cmd += ["--out", str(root / exp_id), "--executor", executor, "--quiet", *(["--force"] if force else [])]
-                log = (logs / f"{exp_id}.log").open("w")
-                running[exp_id] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log)
+                with (logs / f"{exp_id}.log").open("w") as log:  # the child holds its own descriptor
+                    running[exp_id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             time.sleep(0.2)
-            for exp_id, (proc, log) in list(running.items()):
-                if proc.poll() is None:
-                    continue
-                log.close()
-                del running[exp_id]
-                verdict = root / exp_id / "verdict.json"
-                if proc.returncode == 0 and verdict.exists():
-                    landed(exp_id, json.loads(verdict.read_text()))
-                else:
-                    tail = (logs / f"{exp_id}.log").read_text(errors="replace").strip().splitlines()[-3:]
-                    lost(exp_id, f"exit {proc.returncode}: " + " / ".join(tail) + f" (log: {logs / exp_id}.log)")
+            for exp_id, proc in list(running.items()):
+                if proc.poll() is not None:
+                    del running[exp_id]
+                    ended(exp_id, proc.returncode)
     finally:
-        for proc, log in running.values():
+        signal.signal(signal.SIGTERM, term)
+        for proc in running.values():
             proc.terminate()
-            proc.wait()
-            log.close()
+        for proc in running.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _print_plan(exp, spec, estimate: bool = False) -> None:

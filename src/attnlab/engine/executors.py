@@ -40,35 +40,34 @@ EXECUTORS = ("local", "ray")
 RAY_INSTALL = 'pip install -c constraints.txt -e ".[ray]"'
 
 
+def _setup(chunk: Chunk):
+    """(composition, static fields, problem, train config, per-cell inputs) of a chunk."""
+    static, pads = dict(chunk.static), dict(chunk.pads)
+    comp = Composition.of(static, chunk.tags)
+    return comp, static, comp.problem(static, pads), comp.train_config(static), grid.batch_inputs(comp, chunk.cells)
+
+
 def train_chunk(chunk: Chunk) -> pa.Table:
     """Train one chunk; one row per cell: the cell's fields, metrics, status, probe traces,
     provenance (and its final parameters when ``train.save_params``)."""
-    static, pads = dict(chunk.static), dict(chunk.pads)
-    comp = Composition.of(static, chunk.tags)
-    problem, cfg = comp.problem(static, pads), comp.train_config(static)
-    cells = list(chunk.cells)
+    comp, static, problem, cfg, v = _setup(chunk)
     dtype = static.get("train.dtype", "float32")
-    v = grid.batch_inputs(comp, cells)
-    fastcheck.ensure(comp, static, {k: x[0] for k, x in v.items()}, pads)  # an outside model's fast paths
+    fastcheck.ensure(comp, static, {k: x[0] for k, x in v.items()}, dict(chunk.pads))  # an outside model's fast paths
     t0 = time.perf_counter()
     with jax.enable_x64(dtype == "float64"):
         res = train_bucket(problem, cfg, v, shared=comp.shared(static), cache_key=(chunk.static, chunk.pads))
-    seconds = (time.perf_counter() - t0) / len(cells)
-    return rows.table(rows.rows(cells, res, cfg, seconds, provenance(default_strategy(), dtype)))
+    seconds = (time.perf_counter() - t0) / len(chunk.cells)
+    return rows.table(rows.rows(list(chunk.cells), res, cfg, seconds, provenance(default_strategy(), dtype)))
 
 
 def compile_chunk(chunk: Chunk) -> None:
-    """Compile the program ``train_chunk`` will run for ``chunk`` (and keep it), training nothing."""
-    static, pads = dict(chunk.static), dict(chunk.pads)
-    comp = Composition.of(static, chunk.tags)
+    """Compile the program ``train_chunk`` will run for ``chunk`` (and keep it), training nothing;
+    under the CPU strategy only (an accelerator's ``vmap`` strategy compiles as it goes)."""
+    if default_strategy() != "sequential":
+        return
+    comp, static, problem, cfg, v = _setup(chunk)
     with jax.enable_x64(static.get("train.dtype", "float32") == "float64"):
-        compile_ahead(
-            comp.problem(static, pads),
-            comp.train_config(static),
-            grid.batch_inputs(comp, list(chunk.cells)),
-            comp.shared(static),
-            cache_key=(chunk.static, chunk.pads),
-        )
+        compile_ahead(problem, cfg, v, comp.shared(static), cache_key=(chunk.static, chunk.pads))
 
 
 AHEAD = {train_chunk: compile_chunk}  # a chunk trainer -> what prepares a chunk for it ahead of time

@@ -236,8 +236,10 @@ def run_spec(
         "cells_trained_now": trained,
         "runtime_s": None,  # set once the figures are drawn
         "train_seconds_total": float(np.sum(trained_table.column("seconds").to_numpy())),
-        # this process's compiles (the local executor's; Ray's workers compile their own)
-        "compile": {k: round(COMPILE_TIME[k] - compiles[k], 3) for k in compiles} if executor == "local" else None,
+        # this process's compiles (the local executor's CPU strategy; Ray's workers compile their own)
+        "compile": {k: round(COMPILE_TIME[k] - compiles[k], 3) for k in compiles}
+        if executor == "local" and default_strategy() == "sequential"
+        else None,
         "provenance": provenance(default_strategy(), dtype),
         "command": command,
         "store_warnings": list(store.notes),  # e.g. damaged parts moved aside and trained again

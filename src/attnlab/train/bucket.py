@@ -47,6 +47,8 @@ def programs(problem: Problem, cfg: TrainConfig) -> _Programs:
         lambda tr, f, d, v, t: per_cell.step_loss(problem, cfg, tr, f, d, v, t), in_axes=(0, 0, 0, 0, None)
     )
     full_loss = jax.vmap(lambda tr, f, d: per_cell.full_loss(problem, tr, f, d))
+    surely_above = jax.vmap(lambda tr, f, d: per_cell.surely_above(problem, cfg, tr, f, d))
+    screen = SCREEN and bool(cfg.batch_size)
     update = jax.vmap(lambda g, s, tr, lr: per_cell.update(problem, cfg, g, s, tr, lr))
     rec_fns = {name: jax.vmap(fn) for name, _, fn in recs}
     final = jax.vmap(lambda tr, f, d: per_cell.final_metrics(problem, cfg, tr, f, d))
@@ -66,17 +68,23 @@ def programs(problem: Problem, cfg: TrainConfig) -> _Programs:
             (loss, (aux, judged)), grads = step_loss(cell["train"], fixed, data, v, t)
             judge = (t % cfg.stop_every == 0) | (t >= cfg.max_steps)
             due = {n: (k[n] < len(s)) & (s[jnp.minimum(k[n], len(s) - 1)] == t) for n, s in scheds.items()}
+            above = jnp.zeros_like(cell["done"])  # cells whose stop quantity is shown above the threshold
             if cfg.batch_size:  # the full training loss (and aux), only when a rule or probe needs it
-                need = judge
+                probe = jnp.zeros((), bool)
                 for d in due.values():
-                    need = need | d
+                    probe = probe | d
+                if screen:  # a judged step with no probe due: the full pass only where a screen cannot decide
+                    above = jax.lax.cond(
+                        judge & ~probe, lambda tr: surely_above(tr, fixed, data), lambda tr: above, cell["train"]
+                    )
+                need = probe | (judge & ~jnp.all(above))
                 full, (full_aux, full_judged) = jax.lax.cond(
                     need, lambda tr: full_loss(tr, fixed, data), skipped, cell["train"]
                 )
             else:
                 full, full_aux, full_judged = loss, aux, judged
             finite = jnp.isfinite(loss)
-            hit = judge & (full_judged < cfg.loss_threshold)
+            hit = judge & ~above & (full_judged < cfg.loss_threshold)
             new = ~cell["done"] & (hit | ~finite | (t >= cfg.max_steps))
             status = jnp.where(new, jnp.where(~finite, DIVERGED, jnp.where(hit, CONVERGED, CAP)), cell["status"])
             stop_step = jnp.where(new, t, cell["stop_step"])
@@ -154,6 +162,11 @@ def programs(problem: Problem, cfg: TrainConfig) -> _Programs:
     return _Programs(jax.jit(begin), jax.jit(advance), jax.jit(finish), sequential)
 
 
+# A judged step of a mini-batch run first screens the training set (per_cell.surely_above) and
+# skips the full pass where every cell is shown above the threshold; False builds the plain rule
+# (tests compare the two).
+SCREEN = True
+
 # Compiled programs by (bucket key, recipe), most recently used last. Bounded: every XLA:CPU
 # executable holds ~10 memory mappings, and a process that kept all of them (a grid of thousands
 # of bucket shapes, or the test suite) crashed inside XLA at the kernel's 65530-mapping limit.
@@ -193,18 +206,12 @@ def sequential_executable(progs: _Programs, v: dict, shared):
     signature: a call from another thread that finds the compile under way waits for it rather
     than compiling again (:func:`compile_ahead` starts the next chunk's while this one trains).
     The executable is the jitted function's own (same lowering), so results are identical."""
-    sig = (
-        jax.config.jax_enable_x64,
-        jax.tree.structure((v, shared)),
-        tuple((x.shape, jnp.result_type(x)) for x in jax.tree.leaves((v, shared))),
-    )
+    sig = (jax.config.jax_enable_x64, jax.tree.structure((v, shared)), *map(jax.typeof, jax.tree.leaves((v, shared))))
     with _LOCK:
         pending = progs.executables.get(sig)
-        if pending is None:
+        owner = pending is None
+        if owner:
             pending = progs.executables[sig] = Future()
-            owner = True
-        else:
-            owner = False
     if owner:
         try:
             t0 = time.perf_counter()
@@ -212,7 +219,7 @@ def sequential_executable(progs: _Programs, v: dict, shared):
             with _LOCK:
                 COMPILE_TIME["compiled_s"] += time.perf_counter() - t0
                 COMPILE_TIME["executables"] += 1
-        except BaseException as e:
+        except BaseException as e:  # an interrupt too: a waiting thread must not wait forever
             with _LOCK:
                 progs.executables.pop(sig, None)  # a later call compiles again (and raises its own error)
             pending.set_exception(e)
@@ -221,13 +228,13 @@ def sequential_executable(progs: _Programs, v: dict, shared):
 
 
 def compile_ahead(problem: Problem, cfg: TrainConfig, v: dict, shared, cache_key) -> None:
-    """Compile the program ``train_bucket`` would run on these inputs (the CPU strategy), and keep
-    it under ``cache_key``: called from a background thread while another chunk trains, so the
-    next chunk starts without waiting for its compile. XLA's compile and the training both release
-    the interpreter, so the two overlap on the machine's cores."""
-    if default_strategy() == "sequential":
-        v = {k: jnp.asarray(x) for k, x in v.items()}
-        sequential_executable(kept_program(programs, problem, cfg, cache_key), v, shared)
+    """Compile the program ``train_bucket``'s ``sequential`` strategy would run on these inputs,
+    and keep it under ``cache_key``: called from a background thread while another chunk trains,
+    so the next chunk starts without waiting for its compile. XLA's compile and the training both
+    release the interpreter, so the two overlap on the machine's cores. The caller enters the
+    chunk's x64 mode, as ``train_bucket``'s does (other thread-local JAX settings are not used)."""
+    v = {k: jnp.asarray(x) for k, x in v.items()}
+    sequential_executable(kept_program(programs, problem, cfg, cache_key), v, shared)
 
 
 def compile_cache_dir() -> str | None:

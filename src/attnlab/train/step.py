@@ -94,6 +94,35 @@ def full_loss(problem: Problem, train, fixed, data):
     return _objective(problem, fixed, data["X"], data["y"], data["mask"])(train)
 
 
+def surely_above(problem: Problem, cfg: TrainConfig, train, fixed, data):
+    """True if the stop quantity J of the training set (the mean of ``stop_fn``, else of the loss)
+    is certainly not below ``loss_threshold``, read from as few samples as that takes: the
+    training set in blocks of the batch size until the partial sum S of per-sample values
+    reaches 2·threshold·N. Every loss and stop quantity is ≥ 0 per sample, so S never exceeds
+    N·J, and the factor 2 outweighs any rounding between this pass and the full one: a cell
+    this finds above cannot stop at this step, and the full pass (the stop rule's own
+    arithmetic) is only needed where it does not. False means "not shown", not "below"."""
+    mask = data["mask"]
+    n_pad = mask.shape[0]
+    b = min(cfg.batch_size, n_pad)
+    bound = 2.0 * cfg.loss_threshold * jnp.maximum(jnp.sum(mask), 1)
+    per_sample = problem.loss.fn if problem.stop_fn is None else problem.stop_fn
+
+    def block(i):
+        start = jnp.minimum(i * b, n_pad - b)  # the last block ends at n_pad; rows seen before are left out
+        take = lambda x: jax.lax.dynamic_slice_in_dim(x, start, b, axis=0)
+        keep = take(mask) & (start + jnp.arange(b) >= i * b)
+        f, _ = vapply(problem, {**train, **fixed}, jax.tree.map(take, data["X"]))
+        return jnp.sum(jnp.where(keep, per_sample(f, take(data["y"])), 0))
+
+    n_blocks = -(-n_pad // b)
+    S0 = jnp.zeros((), jax.eval_shape(block, 0).dtype)
+    _, S = jax.lax.while_loop(
+        lambda c: (c[0] < n_blocks) & (c[1] < bound), lambda c: (c[0] + 1, c[1] + block(c[0])), (0, S0)
+    )
+    return S >= bound
+
+
 def batch(cfg: TrainConfig, data, v, t):
     """The training batch of step t: (X_B, y_B, mask_B). Epoch e = ⌊t / n_b⌋ with
     n_b = ⌈N / b⌉ batches; its order is a permutation of the N real samples drawn from
