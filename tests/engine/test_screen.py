@@ -90,3 +90,14 @@ def test_the_screen_shows_above_only_what_the_full_pass_confirms():
         above = bool(T.step.surely_above(problem, cfg, train, fixed, data))
         assert not above or J >= thr, thr
         assert above == (thr <= J / 2 or thr == 0.0), thr  # the whole set read: S = N·J against 2·thr·N
+
+
+def test_every_loss_and_stop_quantity_is_non_negative():
+    """The screen's premise: a partial sum of per-sample values never exceeds the whole sum."""
+    f = jnp.linspace(-30.0, 30.0, 601)
+    for y in (-1.0, 1.0, 0.3):
+        for name, loss in T.LOSSES.items():
+            assert (loss.fn(f, jnp.full_like(f, y)) >= 0).all(), name
+        for name, fn in P.STOP_FNS.items():
+            if fn is not None:
+                assert (fn(f, jnp.full_like(f, y)) >= 0).all(), name
