@@ -339,3 +339,9 @@ def test_unknown_executor(tmp_path):
     with pytest.raises(ValueError, match="executor: unknown 'spark'"):
         run_cells([cell()], Store(tmp_path), executor="spark", progress=False)
     assert executors.EXECUTORS == ("local", "ray")
+
+
+@pytest.mark.parametrize("value, ahead", [("1", True), ("0", False), ("off", False)])
+def test_compile_ahead_follows_its_environment_variable(value, ahead, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_COMPILE_AHEAD", value)
+    assert executors.LocalExecutor().ahead is ahead and executors.LocalExecutor(not ahead).ahead is not ahead

@@ -79,7 +79,9 @@ class LocalExecutor:
     cache a grid of many chunk shapes pays its compiles alongside its training, not before each
     chunk. A compile that fails there is left for the chunk's own call to raise."""
 
-    def __init__(self, ahead: bool = True):
+    def __init__(self, ahead: bool | None = None):
+        if ahead is None:  # $ATTNLAB_COMPILE_AHEAD=0 turns it off (e.g. where every core is already busy)
+            ahead = os.environ.get("ATTNLAB_COMPILE_AHEAD", "1").lower() not in ("0", "off", "false", "no")
         self.ahead = ahead
 
     def map(self, fn: Callable[[Chunk], pa.Table], chunks: Iterable[Chunk]) -> Iterator[pa.Table]:
