@@ -149,13 +149,6 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
     if not exps:
         papers = sorted({i.split("-", 1)[0] for i in registry()})
         raise fail(f"--only: no experiment of {only!r}; papers: {', '.join(papers)}")
-    if dry_run:
-        for exp_id, exp in exps.items():
-            try:
-                _print_plan(exp, exp.spec(scale), estimate)
-            except AttnlabError as e:
-                err.print(f"error: {exp_id}: {e}", highlight=False, soft_wrap=True, markup=False)
-        return
     done, failed, rows, t0 = {}, [], {}, time.perf_counter()
 
     def landed(exp_id: str, v: dict) -> None:
@@ -179,7 +172,13 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
         err.print(f"error: {exp_id}: {why}", highlight=False, soft_wrap=True, markup=False)
         failed.append(exp_id)
 
-    if jobs == 1:
+    if dry_run:
+        for exp_id, exp in exps.items():
+            try:
+                _print_plan(exp, exp.spec(scale), estimate)
+            except AttnlabError as e:
+                lost(exp_id, str(e))
+    elif jobs == 1:
         for exp_id, exp in exps.items():
             try:
                 landed(exp_id, reproduce(exp, scale, root / exp_id, executor=executor, progress=not quiet, force=force))
@@ -229,14 +228,16 @@ def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -
     waiting, running = list(ids), {}
 
     def ended(exp_id: str, code: int) -> None:
-        try:
-            verdict = json.loads((root / exp_id / "verdict.json").read_text()) if code == 0 else None
-        except (OSError, ValueError) as e:
-            verdict, code = None, f"0 but its verdict.json is unreadable ({e})"
-        if verdict is not None:
-            return landed(exp_id, verdict)
+        why = f"exit {code}"
+        if code == 0:
+            try:
+                verdict = json.loads((root / exp_id / "verdict.json").read_text())
+            except (OSError, ValueError) as e:
+                why = f"exit 0 but its verdict.json is unreadable ({e})"
+            else:
+                return landed(exp_id, verdict)
         tail = (logs / f"{exp_id}.log").read_text(errors="replace").strip().splitlines()[-3:]
-        lost(exp_id, f"exit {code}: " + " / ".join(tail) + f" (log: {logs / exp_id}.log)")
+        lost(exp_id, f"{why}: " + " / ".join(tail) + f" (log: {logs / exp_id}.log)")
 
     term = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
