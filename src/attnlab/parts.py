@@ -58,8 +58,21 @@ INT32_MAX = 2**31 - 1  # integer fields become int32 in the compiled programs
 def batched(default: Any = ..., **kw) -> Any:
     """A field that is a per-cell input of the compiled program (cells differing in it share one).
     A model's reaches ``init`` and ``apply`` as a traced value in ``hp``: arithmetic on it must be
-    ``jnp``'s, never a Python branch."""
+    ``jnp``'s, never a Python branch. A batched choice (a ``Literal`` field) reaches the program
+    as the int32 index of its value among the choices: read it with :func:`pick`."""
     return Field(default, json_schema_extra={"role": "batched"}, **kw)
+
+
+def pick(value, choices: tuple, table: dict, dtype=None):
+    """``table[value]`` for a batched choice ``value``: the choice itself outside a compiled
+    program (the table's number as it is), or its index among ``choices`` (the field's ``Literal``
+    values, in order: :meth:`PartConfig.choices`) inside one, as a ``dtype`` scalar. Both give the
+    same number in ``dtype``, so a choice made batched keeps its cells' results."""
+    if isinstance(value, str):
+        return table[value]
+    import jax.numpy as jnp
+
+    return jnp.asarray([table[c] for c in choices], dtype)[value]
 
 
 def size(default: Any = ..., **kw) -> Any:
@@ -100,6 +113,14 @@ class PartConfig(BaseModel):
     def role(cls, name: str) -> str:
         extra = cls.model_fields[name].json_schema_extra
         return extra.get("role", "static") if isinstance(extra, dict) else "static"
+
+    @classmethod
+    def choices(cls, name: str) -> tuple | None:
+        """The values of a ``Literal`` field, in order (None for any other type)."""
+        import typing
+
+        annotation = cls.model_fields[name].annotation
+        return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
 
     @classmethod
     def fields(cls) -> dict[str, Any]:

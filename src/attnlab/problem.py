@@ -273,6 +273,12 @@ class Composition:
             f"(an experiment's own labels must be declared as tags)"
         )
 
+    def choices(self, key: str) -> tuple | None:
+        """The choices of a cell field that is a ``Literal`` of the data or model config (None otherwise)."""
+        kind, _, name = key.partition(".")
+        owner = {"data": self.data, "model": self.model}.get(kind)
+        return owner.config.choices(name) if owner and name in owner.config.model_fields else None
+
     def size_fields(self) -> tuple[str, ...]:
         return tuple(f"data.{s}" for s in self.data.sizes)
 

@@ -1,11 +1,13 @@
-"""A model's batched fields (wu2023's α, the ViT's α): cells that differ in them share one
+"""A model's batched fields (wu2023's α and init, the ViT's α): cells that differ in them share one
 compiled program, each cell's value reaching the model as an input. Checked against the same
 model with the field static (one program per value, the value a Python constant), cell by cell:
 float64 to the last bits (XLA simplifies a product with a constant τ₀ differently from one with
 an input: 1e-15 relative after 15 steps), float32 within the suite's tolerance; probes and saved
-parameters never see the input."""
+parameters never see the input. A batched choice (wu2023's init) reaches the program as its index
+among the field's choices."""
 
 import dataclasses
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -22,13 +24,18 @@ class StaticAlpha(wu2023.Hparams):
     alpha: PositiveFloat = Field(0.5, description="τ₀ = d_m^(−alpha), a static field")
 
 
+class StaticInit(wu2023.Hparams):
+    init: Literal["lecun", "he", "ntk"] = Field("lecun", description="the init scheme, a static field")
+
+
 STATIC = dataclasses.replace(wu2023.PART, name="wu2023-static-alpha", config=StaticAlpha)
+STATIC_INIT = dataclasses.replace(wu2023.PART, name="wu2023-static-init", config=StaticInit)
 
 
-def cells(model: str, dtype: str, probes: str):
+def cells(model: str, dtype: str, probes: str, model_fields: dict | None = None):
     spec = ExperimentSpec(
         data={"name": "wu2023", "d_s": 3, "d": 5, "N": 6, "n_test": 5},
-        model={"name": model, "d_m": 12, "alpha": [0.75, 1.0], "init": "lecun"},
+        model={"name": model, "d_m": 12, **(model_fields or {"alpha": [0.75, 1.0], "init": "lecun"})},
         train={
             "loss": "squared",
             "optimizer": "gd",
@@ -67,6 +74,25 @@ def test_batched_alpha_equals_static_alpha_cell_by_cell(monkeypatch, dtype, prob
         assert np.all(np.isfinite(out["traces"]["lambda_min"]))
 
 
+def test_batched_init_equals_static_init_cell_by_cell(monkeypatch):
+    """The three init schemes in one program, each cell's scheme an index into (lecun, he, ntk),
+    against each scheme's own program (the scheme a Python constant): float64 to the last bits
+    (XLA folds products of constants, such as ntk's 1/√fan_in multipliers, that an input cannot
+    be folded into)."""
+    use_part(monkeypatch, STATIC_INIT)
+    fields = {"alpha": 0.5, "init": ["lecun", "he", "ntk"]}
+    batched = cells("wu2023", "float64", "wu2023", fields)
+    comp, _, _ = bucket_of(batched)  # one program for the three
+    assert comp.model.config.choices("init") == wu2023.INITS
+    assert grid.batch_inputs(comp, batched)["model.init"].tolist() == [0, 1, 2]
+    out = run_bucket(batched)
+    assert set(out["params"]) == {"W_Q", "W_K", "W_V", "w_O"}  # the index is no parameter
+    for i, cell in enumerate(cells("wu2023-static-init", "float64", "wu2023", fields)):
+        ref, got = cell_of(run_bucket([cell]), 0), cell_of(out, i)
+        assert_same(got, ref, metrics=("train_loss", "test_loss", "stop_step", "status"), rtol=1e-12, atol=1e-15)
+    assert len({float(x) for x in out["metrics"]["train_loss"]}) == 3  # each scheme reached the model
+
+
 def test_a_chunk_that_mixes_a_defaulted_field_keeps_each_cells_value():
     """The ViT leaves α = ½ (its default) out of a cell; a chunk holding such a cell first and an
     α = 1 cell stores α = 1 for the second (null, read as ½, for the first), and the two trained
@@ -85,3 +111,12 @@ def test_a_chunk_that_mixes_a_defaulted_field_keeps_each_cells_value():
     assert [rows.cell_of(r) for r in table.to_pylist()] == cells
     a, b = table.column("train_loss").to_pylist()
     assert a != b
+
+
+def test_pick_reads_a_choice_by_name_or_by_index():
+    from attnlab.parts import pick
+
+    table = {"lecun": 1.0, "he": 2.0**0.5, "ntk": 0.25}
+    assert pick("he", wu2023.INITS, table) == 2.0**0.5  # outside a program: the number as it is
+    assert [float(pick(i, wu2023.INITS, table, "float32")) for i in range(3)] == [1.0, np.float32(2.0**0.5), 0.25]
+    assert wu2023.Hparams.choices("d_m") is None  # not a choice

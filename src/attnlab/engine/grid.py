@@ -119,8 +119,8 @@ def chunks(
 
 
 def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
-    """Per-cell inputs of a chunk: the batched fields (floats in the cell's training dtype) and
-    each cell's key."""
+    """Per-cell inputs of a chunk: the batched fields (floats in the cell's training dtype, a
+    choice as its index among the field's choices) and each cell's key."""
     dtype = cells[0].get("train.dtype", "float32")
     names = {k for k in cells[0] if comp.classify(k) == "batched"}
     # the model's batched fields always (a model may leave a field at its default out of a cell: vit's α = ½)
@@ -128,6 +128,9 @@ def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
     defaults = {f"model.{n}": model.model_fields[n].get_default() for n in model.with_role("batched")}
     names = sorted(names | set(defaults))
     v = {f: np.asarray([c.get(f, defaults.get(f)) for c in cells]) for f in names}
+    for f in names:  # a batched choice: the index of each cell's value among the field's choices
+        if (options := comp.choices(f)) is not None:
+            v[f] = np.asarray([options.index(x) for x in v[f]], np.int32)
     v = {f: x.astype(dtype) if x.dtype.kind == "f" else x for f, x in v.items()}
     v["lr"] = v.pop("train.lr")
     v["key"] = np.stack([cell_key(seed_id(c)) for c in cells])

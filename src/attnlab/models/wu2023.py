@@ -50,7 +50,7 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from attnlab.models.nn import kept, masked_mean, softmax_keys
-from attnlab.parts import Model, PartConfig, batched, from_data, register
+from attnlab.parts import Model, PartConfig, batched, from_data, pick, register
 
 INITS = ("lecun", "he", "ntk")
 VARIANCE_GAIN = {"lecun": 1.0, "he": 2.0, "ntk": 1.0}  # draw variance × fan_in (ntk: N(0, 1), see `scales`)
@@ -66,7 +66,7 @@ class Hparams(PartConfig):
     d: int | None = from_data("d", "token dimension")
     d_m: PositiveInt = Field(64, description="width d_m (W_Q, W_K, W_V ∈ R^{d_m×d}, w_O ∈ R^{d_m})")
     alpha: PositiveFloat = batched(0.5, description="τ₀ = d_m^(−alpha): the paper's 0.5 and 1 (per head: d_h)")
-    init: Literal["lecun", "he", "ntk"] = Field(
+    init: Literal["lecun", "he", "ntk"] = batched(
         "lecun", description="lecun N(0,1/fan_in), he N(0,2/fan_in), ntk N(0,1) with 1/√fan_in in the forward pass"
     )
     tied: bool = Field(False, description="W_Q = W_K (one parameter)")
@@ -90,12 +90,12 @@ class Hparams(PartConfig):
         return self.d_h ** (-self.alpha)
 
 
-def scales(hp: Hparams) -> dict[str, float]:
+def scales(hp: Hparams, dtype=None) -> dict:
     """The forward-pass multipliers of each init scheme: ``in`` on W_Q, W_K, W_V, ``F`` on W_F,
-    and τ₁ on the output (1, 1, 1 except under ntk: 1/√d, 1/√d_m, d_m^{−1/2})."""
-    if hp.init == "ntk":
-        return {"in": hp.d**-0.5, "F": hp.d_m**-0.5, "tau1": hp.d_m**-0.5}
-    return {"in": 1.0, "F": 1.0, "tau1": 1.0}
+    and τ₁ on the output (1, 1, 1 except under ntk: 1/√d, 1/√d_m, d_m^{−1/2}). ``init`` is a
+    batched choice (one program for all three): inside a program these are ``dtype`` scalars."""
+    ntk = {"in": hp.d**-0.5, "F": hp.d_m**-0.5, "tau1": hp.d_m**-0.5}
+    return {k: pick(hp.init, INITS, {i: m if i == "ntk" else 1.0 for i in INITS}, dtype) for k, m in ntk.items()}
 
 
 # ---------------------------------------------------------------- init
@@ -103,8 +103,8 @@ def scales(hp: Hparams) -> dict[str, float]:
 
 def _gaussian(key, shape, fan_in, init, dtype):
     """N(0, gain/fan_in) entries (lecun: gain 1, he: 2); N(0, 1) under ntk."""
-    std = 1.0 if init == "ntk" else (VARIANCE_GAIN[init] / fan_in) ** 0.5
-    return std * jax.random.normal(key, shape, dtype)
+    std = {i: 1.0 if i == "ntk" else (VARIANCE_GAIN[i] / fan_in) ** 0.5 for i in INITS}
+    return pick(init, INITS, std, dtype) * jax.random.normal(key, shape, dtype)
 
 
 def init(key, hp: Hparams, dtype=jnp.float32):
@@ -143,7 +143,7 @@ def heads_of(Z, hp: Hparams):
 def attention(params, X, hp: Hparams, keep):
     """(φ, S) ∈ R^{H×d_s×d_s}: S^k = τ₀ (X W_Q^{kᵀ})(X W_K^{kᵀ})ᵀ (with the ntk multipliers),
     φ^k its row softmax over the kept keys."""
-    m = scales(hp)["in"]
+    m = scales(hp, X.dtype)["in"]
     Q = heads_of(m * X @ params["W_Q"].T, hp)
     K = Q if hp.tied else heads_of(m * X @ params["W_K"].T, hp)
     S = hp.tau0 * Q @ K.transpose(0, 2, 1)
@@ -155,8 +155,8 @@ def apply(params, x, hp: Hparams):
     ``logit_std`` (std of the logits S over the kept query–key pairs of every head), ``attn_tv``
     (mean over heads and kept queries of the total-variation distance ½ Σ_s |φ_ts − 1/|S|| of a
     row from uniform attention), ``attn_entropy`` (mean row entropy, log |S| when uniform)."""
-    sc = scales(hp)
     X, keep = kept(x)
+    sc = scales(hp, X.dtype)
     n_kept = jnp.maximum(keep.sum(), 1)
     phi, S = attention(params, X, hp, keep)
     V = heads_of(sc["in"] * X @ params["W_V"].T, hp)  # (H, d_s, d_h)
