@@ -36,6 +36,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -88,7 +89,7 @@ class Recipe(PartConfig):
     log_every: NonNegativeInt = Field(0, description="record probes every this many steps (0: none)")
     log_dense_until: NonNegativeInt = Field(0, description="record probes at every step before this one")
     array_log_every: NonNegativeInt = Field(0, description="record array-valued probes every this many steps")
-    probes: str = Field("", description="the probe set recorded on the log schedule ('' for none)")
+    probes: str = Field("", description="the probe set recorded on the log schedule ('' or 'none': none)")
     dtype: Literal["float32", "float64"] = Field("float32", description="training precision")
     save_params: bool = Field(False, description="store each cell's final parameters")
     fast: bool = Field(
@@ -106,6 +107,11 @@ class Recipe(PartConfig):
         description="params_sha256 of init_from's parameters: filled in from the file when empty, checked "
         "against it before training",
     )
+
+    @field_validator("probes", mode="before")
+    @classmethod
+    def _no_probes(cls, v):
+        return "" if v == "none" else v  # --set train.probes=none (an empty value is no value there)
 
     @model_validator(mode="after")
     def _init_file(self):

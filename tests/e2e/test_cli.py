@@ -87,6 +87,12 @@ def test_a_multi_valued_part_field_is_a_grid_axis(tmp_path):
     assert sorted(t["train.lr"]) == [0.05, 0.1] and t["data.N"] == [4, 4]
 
 
+def test_probes_none_turns_the_probes_off():
+    exp = get("wu2023-init")
+    (cell, *_) = exp.cells(exp.spec("smoke", ["train.probes=none"]))
+    assert cell["train.probes"] == ""  # the cell a TOML's probes = "" gives
+
+
 def test_namespaced_and_short_names_resolve_the_same():
     exp = get("jiang2024-fig1")
     a = exp.spec("smoke", ["lr=0.2", "d_h=4", "mu=5,6"])
