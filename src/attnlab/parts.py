@@ -59,7 +59,7 @@ def batched(default: Any = ..., **kw) -> Any:
     """A field that is a per-cell input of the compiled program (cells differing in it share one).
     A model's reaches ``init`` and ``apply`` as a traced value in ``hp``: arithmetic on it must be
     ``jnp``'s, never a Python branch. A batched choice (a ``Literal`` field) reaches the program
-    as the int32 index of its value among the choices: read it with :func:`pick`."""
+    as the int32 index of its value among the choices: read it with :func:`pick` or :func:`switch`."""
     return Field(default, json_schema_extra={"role": "batched"}, **kw)
 
 
@@ -73,6 +73,16 @@ def pick(value, choices: tuple, table: dict, dtype=None):
     import jax.numpy as jnp
 
     return jnp.asarray([table[c] for c in choices], dtype)[value]
+
+
+def switch(value, choices: tuple, fns: dict, *args):
+    """``fns[value](*args)`` for a batched choice ``value`` (see :func:`pick`): inside a program
+    ``lax.switch`` over the choices' functions, so a cell runs its own choice's function only."""
+    if isinstance(value, str):
+        return fns[value](*args)
+    import jax
+
+    return jax.lax.switch(value, [fns[c] for c in choices], *args)
 
 
 def size(default: Any = ..., **kw) -> Any:

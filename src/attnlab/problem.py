@@ -66,7 +66,7 @@ class Recipe(PartConfig):
         "common — from its data fields, seed, block and rep only, so models and recipes compared in one grid see the "
         "same data, the same initial parameters where their shapes agree, and the same batches",
     )
-    reduction: Literal["mean", "sum"] = Field(
+    reduction: Literal[T.REDUCTIONS] = batched(
         "mean",
         description="the objective a step follows: the mean (1/n) Σ ℓ_i over the batch, or the sum Σ ℓ_i "
         "(with the squared loss ℓ = ½(f − y)², the ½·Σ of a paper that sums); recorded losses are means either way",
@@ -280,10 +280,10 @@ class Composition:
         )
 
     def choices(self, key: str) -> tuple | None:
-        """The choices of a cell field that is a ``Literal`` of the data or model config (None otherwise)."""
+        """The choices of a cell field that is a ``Literal`` of the data, model or recipe config (None otherwise)."""
         kind, _, name = key.partition(".")
-        owner = {"data": self.data, "model": self.model}.get(kind)
-        return owner.config.choices(name) if owner and name in owner.config.model_fields else None
+        config = {"data": self.data.config, "model": self.model.config, "train": Recipe}.get(kind)
+        return config.choices(name) if config and name in config.model_fields else None
 
     def size_fields(self) -> tuple[str, ...]:
         return tuple(f"data.{s}" for s in self.data.sizes)
@@ -424,7 +424,6 @@ class Composition:
             log_steps=logs,
             array_log_steps=arrays,
             save_params=r.save_params,
-            reduction=r.reduction,
         )
 
     def shared(self, static: dict):

@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 from pydantic import Field, PositiveFloat
 
+from attnlab.data import wu2023 as wu_data
 from attnlab.engine import executors, grid, rows
 from attnlab.engine.plan import Plan
 from attnlab.experiments.config import ExperimentSpec, expand
-from attnlab.models import wu2023
+from attnlab.models import li2023 as li_model
+from attnlab.models import vit, wu2023
 from helpers import assert_same, bucket_of, cell_of, run_bucket, use_part
 
 
@@ -25,11 +27,26 @@ class StaticAlpha(wu2023.Hparams):
 
 
 class StaticInit(wu2023.Hparams):
-    init: Literal["lecun", "he", "ntk"] = Field("lecun", description="the init scheme, a static field")
+    init: Literal["lecun", "he", "ntk"] = Field("lecun", description="a static field")
 
 
+class StaticVitInit(vit.Hparams):
+    init: Literal["trunc_normal", "lecun", "he", "ntk"] = Field("trunc_normal", description="a static field")
+
+
+class StaticTokenNorm(wu_data.Spec):
+    token_norm: Literal["d", "unit"] = Field("d", description="a static field")
+
+
+class StaticSigma(li_model.Hparams):
+    sigma: float = Field(0.1, description="a static field")
+
+
+STATIC_SIGMA = dataclasses.replace(li_model.PART_VIT, name="li2023-vit-static-sigma", config=StaticSigma)
 STATIC = dataclasses.replace(wu2023.PART, name="wu2023-static-alpha", config=StaticAlpha)
 STATIC_INIT = dataclasses.replace(wu2023.PART, name="wu2023-static-init", config=StaticInit)
+STATIC_VIT_INIT = dataclasses.replace(vit.PART, name="vit-static-init", config=StaticVitInit)
+STATIC_NORM = dataclasses.replace(wu_data.PART, name="wu2023-static-norm", config=StaticTokenNorm)
 
 
 def cells(model: str, dtype: str, probes: str, model_fields: dict | None = None):
@@ -74,23 +91,85 @@ def test_batched_alpha_equals_static_alpha_cell_by_cell(monkeypatch, dtype, prob
         assert np.all(np.isfinite(out["traces"]["lambda_min"]))
 
 
-def test_batched_init_equals_static_init_cell_by_cell(monkeypatch):
-    """The three init schemes in one program, each cell's scheme an index into (lecun, he, ntk),
-    against each scheme's own program (the scheme a Python constant): float64 to the last bits
+def vit_cells(model: str, choice: list[str]):
+    spec = ExperimentSpec(
+        data={"name": "pool", "pool": 40, "M": 4, "d": 6, "N": 8, "n_test": 8},
+        model={"name": model, "D": 8, "depth": 1, "heads": 2, "init": choice},
+        train={
+            "loss": "logistic",
+            "optimizer": "gd",
+            "lr": 0.5,
+            "max_steps": 5,
+            "dtype": "float64",
+            "save_params": True,
+        },
+        seeds=1,
+    )
+    return expand(spec)
+
+
+def norm_cells(data: str, choice: list[str]):
+    fields = {"d_s": 3, "d": 5, "N": 6, "n_test": 5, "target": "teacher", "teacher_width": 4, "token_norm": choice}
+    spec = ExperimentSpec(
+        data={"name": data, **fields},
+        model={"name": "wu2023", "d_m": 12},
+        train={
+            "loss": "squared",
+            "optimizer": "gd",
+            "lr": 0.3,
+            "max_steps": 8,
+            "dtype": "float64",
+            "save_params": True,
+        },
+        seeds=1,
+    )
+    return expand(spec)
+
+
+def li_cells(model: str, sigma: list[float]):
+    spec = ExperimentSpec(
+        data={"name": "li2023", "M": 5, "d": 6, "L": 8, "alpha_star": 0.5, "tau": 0.3, "N": 8, "n_test": 10},
+        model={"name": model, "m": 8, "init": "near_identity", "sigma": sigma, "delta": 0.3},
+        train={"loss": "hinge", "optimizer": "gd", "lr": 0.2, "max_steps": 6, "dtype": "float64", "save_params": True},
+        seeds=1,
+    )
+    return expand(spec)
+
+
+CHOICES = {  # a batched choice: (field, its values, its part, the part with the field static, cells of a part name)
+    "wu2023 init": (
+        "model.init",
+        wu2023.INITS,
+        wu2023.PART,
+        STATIC_INIT,
+        lambda name, values: cells(name, "float64", "wu2023", {"alpha": 0.5, "init": values}),
+    ),
+    "vit init": ("model.init", vit.Hparams.choices("init"), vit.PART, STATIC_VIT_INIT, vit_cells),
+    "wu2023 token_norm": ("data.token_norm", wu_data.TOKEN_NORMS, wu_data.PART, STATIC_NORM, norm_cells),
+    "li2023 sigma (a number)": ("model.sigma", (0.1, 1.0), li_model.PART_VIT, STATIC_SIGMA, li_cells),
+}
+
+
+@pytest.mark.parametrize("choice", list(CHOICES))
+def test_a_batched_choice_equals_the_static_choice_cell_by_cell(monkeypatch, choice):
+    """Every value of a choice in one program, each cell's value an index into the choices (a
+    batched number: the value itself),
+    against each value's own program (the value a Python constant): float64 to the last bits
     (XLA folds products of constants, such as ntk's 1/√fan_in multipliers, that an input cannot
-    be folded into)."""
-    use_part(monkeypatch, STATIC_INIT)
-    fields = {"alpha": 0.5, "init": ["lecun", "he", "ntk"]}
-    batched = cells("wu2023", "float64", "wu2023", fields)
-    comp, _, _ = bucket_of(batched)  # one program for the three
-    assert comp.model.config.choices("init") == wu2023.INITS
-    assert grid.batch_inputs(comp, batched)["model.init"].tolist() == [0, 1, 2]
+    be folded into). Each value reached the program: the cells' losses differ."""
+    field, values, part, static_part, make = CHOICES[choice]
+    use_part(monkeypatch, static_part)
+    batched = make(part.name, list(values))
+    comp, _, _ = bucket_of(batched)  # one program for every value
+    is_choice = comp.choices(field) is not None
+    assert comp.choices(field) == (tuple(values) if is_choice else None)
+    assert grid.batch_inputs(comp, batched)[field].tolist() == (list(range(len(values))) if is_choice else list(values))
     out = run_bucket(batched)
-    assert set(out["params"]) == {"W_Q", "W_K", "W_V", "w_O"}  # the index is no parameter
-    for i, cell in enumerate(cells("wu2023-static-init", "float64", "wu2023", fields)):
+    assert field not in out["params"]  # an input, not a parameter
+    for i, cell in enumerate(make(static_part.name, list(values))):
         ref, got = cell_of(run_bucket([cell]), 0), cell_of(out, i)
         assert_same(got, ref, metrics=("train_loss", "test_loss", "stop_step", "status"), rtol=1e-12, atol=1e-15)
-    assert len({float(x) for x in out["metrics"]["train_loss"]}) == 3  # each scheme reached the model
+    assert len({float(x) for x in out["metrics"]["train_loss"]}) == len(values)
 
 
 def test_a_chunk_that_mixes_a_defaulted_field_keeps_each_cells_value():

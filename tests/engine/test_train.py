@@ -415,8 +415,9 @@ def test_the_reference_is_compiled_once_per_shape_and_gives_the_uncached_numbers
 def test_the_sum_reduction_is_the_mean_with_the_step_times_n(fast, batch):
     """Σ_i ℓ_i over a batch of n real samples has the gradient n·∇mean: gd on the sum at lr η is
     gd on the mean at lr n·η (N = 6, full batch or batches of 3), on the plain and the dual path,
-    from the same draws; recorded losses are means either way. The vectorised path agrees with
-    the reference, and the default leaves a cell's id alone."""
+    from the same draws; recorded losses are means either way. Both reductions train in one
+    program (a per-cell input), each cell as the reference trains it; the default leaves a cell's
+    id alone."""
     n = batch or 6
     base = tiny_cell(
         dtype="float64", loss="squared", mu=8.0, lr=0.01, max_steps=15, loss_threshold=0.0, fast=fast, batch_size=batch
@@ -425,14 +426,17 @@ def test_the_sum_reduction_is_the_mean_with_the_step_times_n(fast, batch):
 
     def reference(cell, lr):  # the base cell's draws (its key), the cell's recipe
         comp, static, _ = bucket_of([cell])
-        v = {k: x[0] for k, x in grid.batch_inputs(comp, [base]).items()} | {"lr": lr}
+        v = {k: x[0] for k, x in grid.batch_inputs(comp, [cell]).items()}
+        v |= {"lr": lr, "key": grid.batch_inputs(comp, [base])["key"][0]}
         pads = {f: cell[f] for f in comp.size_fields()}
         with x64(cell):
             return train_reference(comp.problem(static, pads), comp.train_config(static), v)
 
     keys = ["train_loss", "test_loss", "status", "stop_step"]  # the squared loss has no sign error
     assert_same(reference(summed, 0.01), reference(base, 0.01 * n), rtol=1e-9, atol=1e-12, metrics=keys)
-    assert_same(cell_of(run_bucket([summed], strategy="sequential"), 0), run_reference(summed), metrics=keys)
+    # one program for both reductions (a per-cell input, absent from a mean cell), each cell as in its own
+    bucket_of([base, summed])  # one bucket: asserted there
+    both = run_bucket([base, summed], strategy="sequential")
+    for i, cell in enumerate((base, summed)):
+        assert_same(cell_of(both, i), run_reference(cell), metrics=keys)
     assert "train.reduction" not in base and grid.cell_id(base) != grid.cell_id(summed)
-    with pytest.raises(ValueError, match="reduction must be one of"):
-        TrainConfig(reduction="max")

@@ -32,18 +32,21 @@ import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from attnlab.models import wu2023 as wu_model
-from attnlab.parts import DataModel, PartConfig, batched, register, size
+from attnlab.parts import DataModel, PartConfig, batched, pick, register, size
 from attnlab.train import stream
 
 TEACHER = 2**32 - 1  # fold_in index of the teacher's key in the data stream (samples use 0 … N − 1)
 N_REFERENCE = 256  # reference inputs that standardise the teacher's outputs
+TOKEN_NORMS = ("d", "unit")
 
 
 def draw_tokens(key, d_s, d, *, scale=1.0, token_norm="d", dtype=jnp.float32):
-    """X ∈ R^{d_s×d}: N(0, s²) entries ("d") or tokens of norm s ("unit")."""
+    """X ∈ R^{d_s×d}: N(0, s²) entries ("d") or tokens of norm s ("unit"). ``token_norm`` is a
+    batched choice: inside a program, its index in TOKEN_NORMS (both norms in one program)."""
     g = jax.random.normal(key, (d_s, d), dtype)
-    if token_norm == "unit":
-        g = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
+    unit = pick(token_norm, TOKEN_NORMS, {"d": False, "unit": True}, bool)
+    if unit is not False:
+        g = jnp.where(unit, g / jnp.linalg.norm(g, axis=-1, keepdims=True), g)
     return scale * g
 
 
@@ -81,7 +84,7 @@ class Spec(PartConfig):
 
     d_s: PositiveInt = Field(8, description="tokens per sample")
     d: PositiveInt = Field(16, description="token dimension")
-    token_norm: Literal["d", "unit"] = Field(
+    token_norm: Literal[TOKEN_NORMS] = batched(
         "d", description="d: N(0, scale²) entries (‖x‖² ≈ scale²·d); unit: tokens of norm scale"
     )
     scale: PositiveFloat = batched(1.0, description="token scale s (entry std, or the norm under token_norm = unit)")
@@ -95,7 +98,7 @@ class Spec(PartConfig):
 
 def make(key, v, s, pads, shared, dtype):
     """Training set (padded to ``pads['N']``, the first v['N'] real) and test set of one cell."""
-    kw = dict(d_s=s["d_s"], d=s["d"], scale=v["scale"], token_norm=s["token_norm"], dtype=dtype)
+    kw = dict(d_s=s["d_s"], d=s["d"], scale=v["scale"], token_norm=v["token_norm"], dtype=dtype)
     data_key = stream(key, "data")
     if s["target"] == "teacher":
         kw["target_fn"] = teacher_fn(jax.random.fold_in(data_key, TEACHER), width=s["teacher_width"], **kw)

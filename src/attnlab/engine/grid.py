@@ -24,7 +24,7 @@ import numpy as np
 
 from attnlab.errors import AttnlabError
 from attnlab.parts import source_digest
-from attnlab.problem import KEY_ONLY, Composition
+from attnlab.problem import KEY_ONLY, Composition, Recipe
 
 
 def canonical(cell: dict[str, Any]) -> str:
@@ -123,16 +123,20 @@ def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
     choice as its index among the field's choices) and each cell's key."""
     dtype = cells[0].get("train.dtype", "float32")
     names = {k for k in cells[0] if comp.classify(k) == "batched"}
-    # the model's batched fields always (a model may leave a field at its default out of a cell: vit's α = ½)
-    model = comp.model.config
-    defaults = {f"model.{n}": model.model_fields[n].get_default() for n in model.with_role("batched")}
+    # the model's and the recipe's batched fields always (a cell may leave a field at its default out: vit's α = ½,
+    # the mean reduction)
+    defaults = {
+        f"{kind}.{n}": config.model_fields[n].get_default()
+        for kind, config in (("model", comp.model.config), ("train", Recipe))
+        for n in config.with_role("batched")
+    }
     names = sorted(names | set(defaults))
     v = {f: np.asarray([c.get(f, defaults.get(f)) for c in cells]) for f in names}
     for f in names:  # a batched choice: the index of each cell's value among the field's choices
         if (options := comp.choices(f)) is not None:
             v[f] = np.asarray([options.index(x) for x in v[f]], np.int32)
     v = {f: x.astype(dtype) if x.dtype.kind == "f" else x for f, x in v.items()}
-    v["lr"] = v.pop("train.lr")
+    v["lr"], v["reduction"] = v.pop("train.lr"), v.pop("train.reduction")
     v["key"] = np.stack([cell_key(seed_id(c)) for c in cells])
     return v
 

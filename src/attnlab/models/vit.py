@@ -56,6 +56,7 @@ l equals deleting it from the input (with its positional row p_l).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal
 
@@ -65,7 +66,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_serializer, model_
 
 from attnlab.models.nn import kept, masked_mean, softmax_keys
 from attnlab.models.wu2023 import attention_stats
-from attnlab.parts import Model, PartConfig, batched, from_data, register
+from attnlab.parts import Model, PartConfig, batched, from_data, pick, register, switch
 
 LN_EPS = 1e-6
 TIMM_STD = 0.02
@@ -110,7 +111,7 @@ class Hparams(PartConfig):
     mlp_ratio: PositiveFloat = Field(4.0, description="MLP hidden width int(mlp_ratio · D)")
     pool: Literal["mean", "cls"] = Field("mean", description="mean over kept tokens, or a prepended CLS token")
     pos: Literal["learned", "none"] = Field("learned", description="learned positional embedding, or none")
-    init: Literal["trunc_normal", "lecun", "he", "ntk"] = Field(
+    init: Literal["trunc_normal", "lecun", "he", "ntk"] = batched(
         "trunc_normal",
         description="weights TN(0, 0.02²) (timm), N(0, 1/fan_in) (lecun), N(0, 2/fan_in) (he), or "
         "N(0, 1) with 1/√fan_in in the forward pass (ntk); biases 0, LayerNorm γ=1 β=0",
@@ -209,9 +210,16 @@ def standard(key, shapes, fan_ins, dtype):
 WEIGHT_INITS = {"trunc_normal": trunc_normal, "lecun": lecun, "he": he, "ntk": standard}
 
 
-def multipliers(hp: Hparams) -> dict[str, float]:
-    """The forward-pass multiplier of each weight: 1/√fan_in under ntk, none otherwise."""
-    return {n: fan_in**-0.5 for n, (_, fan_in) in weight_shapes(hp).items()} if hp.init == "ntk" else {}
+def multipliers(hp: Hparams, dtype=None) -> dict:
+    """The forward-pass multiplier of each weight: 1/√fan_in under ntk, none otherwise (``init``
+    a batched choice inside a program: every weight's, 1 unless ntk, as ``dtype`` scalars)."""
+    if isinstance(hp.init, str):
+        return {n: fan_in**-0.5 for n, (_, fan_in) in weight_shapes(hp).items()} if hp.init == "ntk" else {}
+    inits = Hparams.choices("init")
+    return {
+        n: pick(hp.init, inits, {i: fan_in**-0.5 if i == "ntk" else 1.0 for i in inits}, dtype)
+        for n, (_, fan_in) in weight_shapes(hp).items()
+    }
 
 
 def init(key, hp: Hparams, dtype=jnp.float32):
@@ -219,7 +227,8 @@ def init(key, hp: Hparams, dtype=jnp.float32):
     their own keys, so an option's extra parameter does not change the other draws."""
     k_w, k_pos, k_cls = jax.random.split(key, 3)
     shapes, fan_ins = zip(*weight_shapes(hp).values(), strict=True)
-    w = dict(zip(weight_shapes(hp), WEIGHT_INITS[hp.init](k_w, shapes, fan_ins, dtype), strict=True))
+    draws = {i: functools.partial(f, shapes=shapes, fan_ins=fan_ins, dtype=dtype) for i, f in WEIGHT_INITS.items()}
+    w = dict(zip(weight_shapes(hp), switch(hp.init, Hparams.choices("init"), draws, k_w), strict=True))
     D, n, m = hp.D, hp.depth, hp.d_mlp
     ones, zeros = lambda *s: jnp.ones(s, dtype), lambda *s: jnp.zeros(s, dtype)
     p = {"W_E": w["W_E"], "b_E": zeros(D)}
@@ -292,7 +301,7 @@ def apply(params, x, hp: Hparams):
     statistics of :func:`attnlab.models.wu2023.attention_stats` over every block and head
     (``logit_std``, ``attn_tv`` from uniform, ``attn_entropy``)."""
     X, keep = kept(x)
-    params = params | {n: params[n] * c for n, c in multipliers(hp).items()}  # ntk: W/√fan_in
+    params = params | {n: params[n] * c for n, c in multipliers(hp, X.dtype).items()}  # ntk: W/√fan_in
     z = X @ params["W_E"] + params["b_E"]  # (L, D)
     if hp.pool == "cls":
         z = jnp.concatenate([params["cls"][None], z])  # (L', D)

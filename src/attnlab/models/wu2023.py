@@ -66,7 +66,7 @@ class Hparams(PartConfig):
     d: int | None = from_data("d", "token dimension")
     d_m: PositiveInt = Field(64, description="width d_m (W_Q, W_K, W_V ∈ R^{d_m×d}, w_O ∈ R^{d_m})")
     alpha: PositiveFloat = batched(0.5, description="τ₀ = d_m^(−alpha): the paper's 0.5 and 1 (per head: d_h)")
-    init: Literal["lecun", "he", "ntk"] = batched(
+    init: Literal[INITS] = batched(
         "lecun", description="lecun N(0,1/fan_in), he N(0,2/fan_in), ntk N(0,1) with 1/√fan_in in the forward pass"
     )
     tied: bool = Field(False, description="W_Q = W_K (one parameter)")

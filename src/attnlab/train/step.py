@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import optax
 
 from attnlab.models.nn import masked_mean
-from attnlab.train.types import OPTIMIZERS, Params, Problem, TrainConfig, stream
+from attnlab.train.types import OPTIMIZERS, REDUCTIONS, Params, Problem, TrainConfig, stream
 
 # ---------------------------------------------------------------- one cell
 
@@ -145,7 +145,7 @@ def batch(cfg: TrainConfig, data, v, t):
 def step_loss(problem: Problem, cfg: TrainConfig, train, fixed, data, v, t):
     """(loss of the step's batch, per-sample aux of that batch), gradient. In the dual form the
     gradient of a projected W is ∂L/∂P_W: the step of its coefficients A. The loss is always
-    the mean over the batch's samples; under ``reduction = "sum"`` the step follows the gradient
+    the mean over the batch's samples; under the sum reduction (``v["reduction"]``) the step follows the gradient
     of the sum Σ_i ℓ_i = n·mean (n the batch's real samples), so the recorded losses stay
     comparable across reductions and only the step changes."""
     if problem.dual is not None:
@@ -153,21 +153,23 @@ def step_loss(problem: Problem, cfg: TrainConfig, train, fixed, data, v, t):
         value, (gP, g) = jax.value_and_grad(_dual_objective(problem, fixed, data), argnums=(0, 1), has_aux=True)(
             P, rest
         )
-        return value, _reduced(cfg, {**g, **gP}, data["mask"])
+        return value, _reduced({**g, **gP}, data["mask"], v)
     if cfg.batch_size:
         X, y, mask = batch(cfg, data, v, t)
     else:
         X, y, mask = data["X"], data["y"], data["mask"]
     value, grads = jax.value_and_grad(_objective(problem, fixed, X, y, mask), has_aux=True)(train)
-    return value, _reduced(cfg, grads, mask)
+    return value, _reduced(grads, mask, v)
 
 
-def _reduced(cfg: TrainConfig, grads, mask):
-    """∇ of the step's objective: ∇mean, or ∇sum = n·∇mean."""
-    if cfg.reduction == "mean":
+def _reduced(grads, mask, v):
+    """∇ of the step's objective: ∇mean, or ∇sum = n·∇mean. ``v["reduction"]``: the cell's
+    index in REDUCTIONS (a per-cell input, so both reductions share a program; absent: mean)."""
+    if "reduction" not in v:
         return grads
     n = jnp.sum(mask).astype(jax.tree.leaves(grads)[0].dtype)
-    return jax.tree.map(lambda g: n * g, grads)
+    factor = jnp.where(v["reduction"] == REDUCTIONS.index("sum"), n, jnp.ones_like(n))  # × 1 is exact
+    return jax.tree.map(lambda g: factor * g, grads)
 
 
 def optimizer(problem: Problem, cfg: TrainConfig, lr, train):

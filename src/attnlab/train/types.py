@@ -135,15 +135,12 @@ class TrainConfig:
     log_steps: tuple[int, ...] = ()
     array_log_steps: tuple[int, ...] = ()
     save_params: bool = False
-    reduction: str = "mean"  # the objective over a step's samples: mean (1/n) Σ ℓ_i or sum Σ ℓ_i
 
     def __post_init__(self):
         if self.max_steps < 0:
             raise ValueError(f"max_steps must be >= 0, got {self.max_steps}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.reduction not in REDUCTIONS:
-            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {self.reduction!r}")
         if self.batch_size < 0 or self.stop_every < 1:
             raise ValueError(f"need batch_size >= 0 and stop_every >= 1, got {self.batch_size}, {self.stop_every}")
         _check_steps("log_steps", self.log_steps, self.max_steps)

@@ -74,6 +74,7 @@ from pydantic import Field, PositiveInt
 from scipy import stats
 
 from attnlab import plots, rules
+from attnlab.data.wu2023 import TOKEN_NORMS
 from attnlab.experiments import wu2023 as common
 from attnlab.experiments.base import Analysis, Claim, rounded
 from attnlab.experiments.config import merge
@@ -81,9 +82,8 @@ from attnlab.experiments.wu2023 import dynamics
 from attnlab.experiments.wu2023.analysis import TRAIN, colors, logband, med, per_run, stability_verdict, trace
 from attnlab.experiments.wu2023.audit.protocol import protocol_design
 from attnlab.parts import register
+from attnlab.train import REDUCTIONS
 
-REDUCTIONS = ("mean", "sum")
-TOKEN_NORMS = ("d", "unit")
 ALPHAS = (0.5, 1.0)
 CANDIDATE_LABEL = {
     ("mean", "d"): "½·mean, ‖x‖² ≈ d",
