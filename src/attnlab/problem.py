@@ -351,7 +351,8 @@ class Composition:
         # The model's batched fields (e.g. wu2023's α) are per-cell inputs: each cell's values ride
         # in its fixed parameters under their cell names ("model.alpha"), so every function that
         # gets the parameters gets them, and the model sees hp with them in place (traced values).
-        inputs = tuple(f"model.{n}" for n in self.model.config.with_role("batched"))
+        # (a batched choice that is in ``static`` — one value over the bucket: grid.constant_choices — is a constant)
+        inputs = tuple(f"model.{n}" for n in self.model.config.with_role("batched") if f"model.{n}" not in static)
 
         def cell_hp(values: dict):
             return hp.model_copy(update={k[6:]: values[k] for k in inputs}) if inputs else hp
@@ -359,8 +360,10 @@ class Composition:
         def apply(params, x):
             return model_apply({k: p for k, p in params.items() if k not in inputs}, x, cell_hp(params))
 
+        constants = {k: ds[k] for k in self.data.batched if k in ds}  # batched choices one value fills
+
         def make_data(key, v, shared):
-            return self.data.make(key, split(v, "data"), ds, data_pads, shared, dtype)
+            return self.data.make(key, split(v, "data") | constants, ds, data_pads, shared, dtype)
 
         groups = self.check(static)
         probes = array_probes = None

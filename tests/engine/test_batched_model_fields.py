@@ -19,7 +19,7 @@ from attnlab.engine.plan import Plan
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.models import li2023 as li_model
 from attnlab.models import vit, wu2023
-from helpers import assert_same, bucket_of, cell_of, run_bucket, use_part
+from helpers import assert_same, assert_same_rows, bucket_of, cell_of, run_bucket, use_part
 
 
 class StaticAlpha(wu2023.Hparams):
@@ -46,7 +46,12 @@ STATIC_SIGMA = dataclasses.replace(li_model.PART_VIT, name="li2023-vit-static-si
 STATIC = dataclasses.replace(wu2023.PART, name="wu2023-static-alpha", config=StaticAlpha)
 STATIC_INIT = dataclasses.replace(wu2023.PART, name="wu2023-static-init", config=StaticInit)
 STATIC_VIT_INIT = dataclasses.replace(vit.PART, name="vit-static-init", config=StaticVitInit)
-STATIC_NORM = dataclasses.replace(wu_data.PART, name="wu2023-static-norm", config=StaticTokenNorm)
+STATIC_NORM = dataclasses.replace(
+    wu_data.PART,
+    name="wu2023-static-norm",
+    config=StaticTokenNorm,
+    make=lambda key, v, s, *a: wu_data.make(key, v | {"token_norm": s["token_norm"]}, s, *a),  # the value a constant
+)
 
 
 def cells(model: str, dtype: str, probes: str, model_fields: dict | None = None):
@@ -130,7 +135,14 @@ def li_cells(model: str, sigma: list[float]):
     spec = ExperimentSpec(
         data={"name": "li2023", "M": 5, "d": 6, "L": 8, "alpha_star": 0.5, "tau": 0.3, "N": 8, "n_test": 10},
         model={"name": model, "m": 8, "init": "near_identity", "sigma": sigma, "delta": 0.3},
-        train={"loss": "hinge", "optimizer": "gd", "lr": 0.2, "max_steps": 6, "dtype": "float64", "save_params": True},
+        train={
+            "loss": "hinge",
+            "optimizer": "gd",
+            "lr": 0.2,
+            "max_steps": 6,
+            "dtype": "float64",
+            "save_params": True,
+        },
         seeds=1,
     )
     return expand(spec)
@@ -158,7 +170,6 @@ def test_a_batched_choice_equals_the_static_choice_cell_by_cell(monkeypatch, cho
     (XLA folds products of constants, such as ntk's 1/√fan_in multipliers, that an input cannot
     be folded into). Each value reached the program: the cells' losses differ."""
     field, values, part, static_part, make = CHOICES[choice]
-    use_part(monkeypatch, static_part)
     batched = make(part.name, list(values))
     comp, _, _ = bucket_of(batched)  # one program for every value
     is_choice = comp.choices(field) is not None
@@ -166,7 +177,9 @@ def test_a_batched_choice_equals_the_static_choice_cell_by_cell(monkeypatch, cho
     assert grid.batch_inputs(comp, batched)[field].tolist() == (list(range(len(values))) if is_choice else list(values))
     out = run_bucket(batched)
     assert field not in out["params"]  # an input, not a parameter
-    for i, cell in enumerate(make(static_part.name, list(values))):
+    use_part(monkeypatch, static_part, part.name)  # under the part's own name: the cells' draws are the same
+    for i, cell in enumerate(make(part.name, list(values))):
+        assert bucket_of([cell])[1][field] == values[i]  # the value is static there
         ref, got = cell_of(run_bucket([cell]), 0), cell_of(out, i)
         assert_same(got, ref, metrics=("train_loss", "test_loss", "stop_step", "status"), rtol=1e-12, atol=1e-15)
     assert len({float(x) for x in out["metrics"]["train_loss"]}) == len(values)
@@ -199,3 +212,18 @@ def test_pick_reads_a_choice_by_name_or_by_index():
     assert pick("he", wu2023.INITS, table) == 2.0**0.5  # outside a program: the number as it is
     assert [float(pick(i, wu2023.INITS, table, "float32")) for i in range(3)] == [1.0, np.float32(2.0**0.5), 0.25]
     assert wu2023.Hparams.choices("d_m") is None  # not a choice
+
+
+def test_a_choice_one_value_fills_is_a_constant_of_the_program(monkeypatch):
+    """A bucket whose cells all take one value of a batched choice compiles it as a constant (its
+    chunks' static fields hold it), so such a grid runs the program of the static field, bit for
+    bit; a bucket mixing values keeps it an input."""
+    one = cells("wu2023", "float64", "", {"alpha": 0.5, "init": "ntk"})
+    (chunk,) = Plan.of(one).chunks
+    assert {("model.init", "ntk"), ("data.token_norm", "d"), ("train.reduction", "mean")} <= set(chunk.static)
+    (mixed,) = Plan.of(cells("wu2023", "float64", "", {"alpha": 0.5, "init": ["lecun", "ntk"]})).chunks
+    assert "model.init" not in dict(mixed.static)
+    table = executors.train_chunk(chunk)
+    use_part(monkeypatch, STATIC_INIT, "wu2023")  # the field static, under the part's own name: the same draws
+    (static,) = Plan.of(one).chunks
+    assert_same_rows(table, executors.train_chunk(static), skip=("seconds", "git_sha"))

@@ -121,7 +121,8 @@ def test_batch_inputs():
     cells = [cell(mu=1.0, N=2, lr=0.2), cell(mu=5.0, N=4, lr=0.3)]
     comp = P.Composition.of(cells[0])
     v = grid.batch_inputs(comp, cells)
-    assert set(v) == {"data.mu", "data.sigma_p", "data.sigma_tilde_p", "data.N", "lr", "key"}
+    assert set(v) == {"data.mu", "data.sigma_p", "data.sigma_tilde_p", "data.N", "lr", "reduction", "key"}
+    assert v["reduction"].tolist() == [0, 0]  # the mean (the cells leave it out at its default): a choice's index
     assert v["lr"].dtype == np.float32 and v["lr"].tolist() == pytest.approx([0.2, 0.3])
     assert v["data.N"].tolist() == [2, 4] and v["key"].shape == (2, 2) and v["key"].dtype == np.uint32
     np.testing.assert_array_equal(v["key"][1], grid.cell_key(grid.cell_id(cells[1])))

@@ -118,6 +118,28 @@ def chunks(
         yield chunk, {s: max(c[s] for c in chunk) for s in sizes}
 
 
+def constant_choices(comp: Composition, cells: list[dict]) -> tuple:
+    """((field, value), ...) of the batched choices that take one value over ``cells`` (a cell
+    leaving one out has its default): a bucket's program takes them as constants, as if static
+    (XLA folds the choice away), and one program serves the bucket's cells either way."""
+    out = []
+    for f in sorted({k for c in cells for k in c} | set(_batched_defaults(comp))):
+        if comp.choices(f) is not None and comp.classify(f) == "batched":
+            values = {c.get(f, _batched_defaults(comp).get(f)) for c in cells}
+            if len(values) == 1:
+                out.append((f, values.pop()))
+    return tuple(out)
+
+
+def _batched_defaults(comp: Composition) -> dict[str, Any]:
+    """The defaults of the model's and the recipe's batched fields (a cell may leave one out)."""
+    return {
+        f"{kind}.{n}": config.model_fields[n].get_default()
+        for kind, config in (("model", comp.model.config), ("train", Recipe))
+        for n in config.with_role("batched")
+    }
+
+
 def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
     """Per-cell inputs of a chunk: the batched fields (floats in the cell's training dtype, a
     choice as its index among the field's choices) and each cell's key."""
@@ -125,11 +147,7 @@ def batch_inputs(comp: Composition, cells: list[dict]) -> dict[str, np.ndarray]:
     names = {k for k in cells[0] if comp.classify(k) == "batched"}
     # the model's and the recipe's batched fields always (a cell may leave a field at its default out: vit's α = ½,
     # the mean reduction)
-    defaults = {
-        f"{kind}.{n}": config.model_fields[n].get_default()
-        for kind, config in (("model", comp.model.config), ("train", Recipe))
-        for n in config.with_role("batched")
-    }
+    defaults = _batched_defaults(comp)
     names = sorted(names | set(defaults))
     v = {f: np.asarray([c.get(f, defaults.get(f)) for c in cells]) for f in names}
     for f in names:  # a batched choice: the index of each cell's value among the field's choices

@@ -21,7 +21,7 @@ from attnlab.problem import Composition
 class Chunk:
     """One bucket's cells, trained together, padded to ``pads``."""
 
-    static: tuple  # the bucket key: ((field, value), ...)
+    static: tuple  # the bucket key ((field, value), ...) and the batched choices one value fills (constants)
     cells: tuple[dict, ...]
     pads: tuple  # ((size field, padded value), ...)
     tags: tuple[str, ...] = ()
@@ -54,8 +54,9 @@ class Plan:
             comp = Composition.of(static, tags)
             comp.check(static)
             one = grid.cell_memory(comp, static, members, memory_budget)
+            program = key + grid.constant_choices(comp, members)  # over all the bucket's cells: stable on resume
             chunks = tuple(
-                Chunk(key, tuple(chunk), tuple(sorted(pads.items())), tags)
+                Chunk(program, tuple(chunk), tuple(sorted(pads.items())), tags)
                 for chunk, pads in grid.chunks(comp, static, members, memory_budget)
             )
             buckets.append(Bucket(key, comp, tuple(members), one, chunks))

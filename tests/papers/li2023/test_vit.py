@@ -330,7 +330,7 @@ def vit_cells(model_over, train_over, N):
 def test_registered_with_the_problem_registry():
     assert part("model", "vit") is model.PART
     assert set(model.PART.static) | set(model.PART.batched) == set(model.Hparams.fields())
-    assert model.PART.batched == ("alpha",)  # τ₀'s exponent: a per-cell input
+    assert model.PART.batched == ("init", "alpha")  # the init scheme (a choice) and τ₀'s exponent: per-cell inputs
 
 
 def test_engine_minibatch_sgd_equals_the_reference():

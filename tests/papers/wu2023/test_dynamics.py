@@ -69,8 +69,8 @@ def test_probes_by_hand_and_the_trainer_equals_the_reference():
         prob = comp.problem(static, {"data.N": 4})
         data = prob.make_data(v["key"], v, None)
         p0 = prob.init(stream(v["key"], "init"), v)
-        inputs = {k: p0.pop(k) for k in prob.inputs}  # the cell's α: an input of apply, not a parameter
-        assert set(inputs) == {"model.alpha"}
+        inputs = {k: p0.pop(k) for k in prob.inputs}  # the cell's α and init: inputs of apply, not parameters
+        assert set(inputs) == {"model.alpha", "model.init"}
         theta = {0: p0, 12: {k: jnp.asarray(p) for k, p in ref["params"].items()}}
         X = np.asarray(data["X"])
 

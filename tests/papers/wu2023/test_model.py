@@ -228,8 +228,8 @@ def test_teacher_targets():
 
 def test_make_streams_and_padding():
     with jax.enable_x64(True):
-        s = dict(d_s=3, d=4, token_norm="d", target="teacher", teacher_width=8, n_test=5)
-        v = {"scale": 1.0, "N": 4}
+        s = dict(d_s=3, d=4, target="teacher", teacher_width=8, n_test=5)
+        v = {"scale": 1.0, "N": 4, "token_norm": 0}  # a batched choice: its index (TOKEN_NORMS)
         key = jax.random.PRNGKey(3)
         make = lambda n: jax.jit(lambda key, v: data.make(key, v, s, {"N": n}, None, jnp.float64))(key, v)
         a, b = make(4), make(7)
