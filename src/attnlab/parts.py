@@ -58,16 +58,20 @@ INT32_MAX = 2**31 - 1  # integer fields become int32 in the compiled programs
 def batched(default: Any = ..., **kw) -> Any:
     """A field that is a per-cell input of the compiled program (cells differing in it share one).
     A model's reaches ``init`` and ``apply`` as a traced value in ``hp``: arithmetic on it must be
-    ``jnp``'s, never a Python branch. A batched choice (a ``Literal`` field) reaches the program
-    as the int32 index of its value among the choices: read it with :func:`pick` or :func:`switch`."""
+    ``jnp``'s, never a Python branch. A batched choice (a ``Literal`` field of strings) reaches
+    the program as the int32 index of its value among the choices: read it with :func:`pick` or
+    :func:`switch`. A data or model choice that one value fills over a bucket reaches it as that
+    value, a constant (:func:`attnlab.engine.grid.constant_choices`)."""
     return Field(default, json_schema_extra={"role": "batched"}, **kw)
 
 
 def pick(value, choices: tuple, table: dict, dtype=None):
-    """``table[value]`` for a batched choice ``value``: the choice itself outside a compiled
-    program (the table's number as it is), or its index among ``choices`` (the field's ``Literal``
-    values, in order: :meth:`PartConfig.choices`) inside one, as a ``dtype`` scalar. Both give the
-    same number in ``dtype``, so a choice made batched keeps its cells' results."""
+    """``table[value]`` for a batched choice ``value``: the choice itself (a constant: outside a
+    compiled program, or one value over the bucket; the table's number as it is), or its index
+    among ``choices`` (the field's ``Literal`` values, in order: :meth:`PartConfig.choices`) as a
+    ``dtype`` scalar. Both give the same number in ``dtype``; XLA may fold a constant into
+    neighbouring constants, so results agree to the last bits."""
+    _check_table(choices, table)
     if isinstance(value, str):
         return table[value]
     import jax.numpy as jnp
@@ -76,13 +80,19 @@ def pick(value, choices: tuple, table: dict, dtype=None):
 
 
 def switch(value, choices: tuple, fns: dict, *args):
-    """``fns[value](*args)`` for a batched choice ``value`` (see :func:`pick`): inside a program
-    ``lax.switch`` over the choices' functions, so a cell runs its own choice's function only."""
+    """``fns[value](*args)`` for a batched choice ``value`` (see :func:`pick`): ``lax.switch``
+    over the choices' functions for an index (under ``vmap`` a select over every branch)."""
+    _check_table(choices, fns)
     if isinstance(value, str):
         return fns[value](*args)
     import jax
 
     return jax.lax.switch(value, [fns[c] for c in choices], *args)
+
+
+def _check_table(choices: tuple, table: dict) -> None:
+    if set(table) != set(choices):
+        raise AttnlabError(f"a batched choice's table has {sorted(table)}; the field's choices are {list(choices)}")
 
 
 def size(default: Any = ..., **kw) -> Any:
@@ -126,11 +136,12 @@ class PartConfig(BaseModel):
 
     @classmethod
     def choices(cls, name: str) -> tuple | None:
-        """The values of a ``Literal`` field, in order (None for any other type)."""
+        """The values of a ``Literal`` field of strings, in order (None for any other type)."""
         import typing
 
         annotation = cls.model_fields[name].annotation
-        return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
+        args = typing.get_args(annotation) if typing.get_origin(annotation) is Literal else ()
+        return args if args and all(isinstance(a, str) for a in args) else None
 
     @classmethod
     def fields(cls) -> dict[str, Any]:

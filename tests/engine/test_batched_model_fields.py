@@ -1,10 +1,11 @@
-"""A model's batched fields (wu2023's α and init, the ViT's α): cells that differ in them share one
-compiled program, each cell's value reaching the model as an input. Checked against the same
+"""A part's batched fields (wu2023's α, init and token norm, the ViT's α and init, li2023's σ):
+cells that differ in them share one compiled program, each cell's value reaching the model as an
+input. Checked against the same
 model with the field static (one program per value, the value a Python constant), cell by cell:
 float64 to the last bits (XLA simplifies a product with a constant τ₀ differently from one with
 an input: 1e-15 relative after 15 steps), float32 within the suite's tolerance; probes and saved
-parameters never see the input. A batched choice (wu2023's init) reaches the program as its index
-among the field's choices."""
+parameters never see the input. A batched choice reaches the program as its index among the
+field's choices, or as a constant where one value fills the bucket."""
 
 import dataclasses
 from typing import Literal
@@ -16,9 +17,11 @@ from pydantic import Field, PositiveFloat
 from attnlab.data import wu2023 as wu_data
 from attnlab.engine import executors, grid, rows
 from attnlab.engine.plan import Plan
+from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.models import li2023 as li_model
 from attnlab.models import vit, wu2023
+from attnlab.train import bucket
 from helpers import assert_same, assert_same_rows, bucket_of, cell_of, run_bucket, use_part
 
 
@@ -154,7 +157,7 @@ CHOICES = {  # a batched choice: (field, its values, its part, the part with the
         wu2023.INITS,
         wu2023.PART,
         STATIC_INIT,
-        lambda name, values: cells(name, "float64", "wu2023", {"alpha": 0.5, "init": values}),
+        lambda name, values: cells(name, "float64", "", {"alpha": 0.5, "init": values}),  # probes: the α test's
     ),
     "vit init": ("model.init", vit.Hparams.choices("init"), vit.PART, STATIC_VIT_INIT, vit_cells),
     "wu2023 token_norm": ("data.token_norm", wu_data.TOKEN_NORMS, wu_data.PART, STATIC_NORM, norm_cells),
@@ -176,7 +179,7 @@ def test_a_batched_choice_equals_the_static_choice_cell_by_cell(monkeypatch, cho
     assert comp.choices(field) == (tuple(values) if is_choice else None)
     assert grid.batch_inputs(comp, batched)[field].tolist() == (list(range(len(values))) if is_choice else list(values))
     out = run_bucket(batched)
-    assert field not in out["params"]  # an input, not a parameter
+    assert not any(k.startswith("model.") for k in out["params"])  # inputs are no parameters
     use_part(monkeypatch, static_part, part.name)  # under the part's own name: the cells' draws are the same
     for i, cell in enumerate(make(part.name, list(values))):
         assert bucket_of([cell])[1][field] == values[i]  # the value is static there
@@ -212,6 +215,8 @@ def test_pick_reads_a_choice_by_name_or_by_index():
     assert pick("he", wu2023.INITS, table) == 2.0**0.5  # outside a program: the number as it is
     assert [float(pick(i, wu2023.INITS, table, "float32")) for i in range(3)] == [1.0, np.float32(2.0**0.5), 0.25]
     assert wu2023.Hparams.choices("d_m") is None  # not a choice
+    with pytest.raises(AttnlabError, match="choices are"):
+        pick(0, wu2023.INITS, {"lecun": 1.0, "he": 2.0})  # a table missing a choice
 
 
 def test_a_choice_one_value_fills_is_a_constant_of_the_program(monkeypatch):
@@ -220,10 +225,12 @@ def test_a_choice_one_value_fills_is_a_constant_of_the_program(monkeypatch):
     bit; a bucket mixing values keeps it an input."""
     one = cells("wu2023", "float64", "", {"alpha": 0.5, "init": "ntk"})
     (chunk,) = Plan.of(one).chunks
-    assert {("model.init", "ntk"), ("data.token_norm", "d"), ("train.reduction", "mean")} <= set(chunk.static)
+    assert {("model.init", "ntk"), ("data.token_norm", "d")} <= set(chunk.static)
+    assert "train.reduction" not in dict(chunk.static)  # the recipe's choice stays an input
     (mixed,) = Plan.of(cells("wu2023", "float64", "", {"alpha": 0.5, "init": ["lecun", "ntk"]})).chunks
     assert "model.init" not in dict(mixed.static)
     table = executors.train_chunk(chunk)
     use_part(monkeypatch, STATIC_INIT, "wu2023")  # the field static, under the part's own name: the same draws
+    monkeypatch.setattr(bucket, "PROGRAMS", type(bucket.PROGRAMS)())  # nothing compiled above is reused
     (static,) = Plan.of(one).chunks
     assert_same_rows(table, executors.train_chunk(static), skip=("seconds", "git_sha"))

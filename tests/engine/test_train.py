@@ -18,6 +18,7 @@ from attnlab.engine import grid
 from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand
 from attnlab.experiments.jiang2024 import tiny_cell
+from attnlab.problem import Recipe
 from attnlab.train import CAP, CONVERGED, DIVERGED, TrainConfig, bucket, log_schedule, train_bucket, train_reference
 from attnlab.train import step as per_cell
 from helpers import METRICS, assert_same, bucket_of, cell_of, run_bucket, run_reference, x64
@@ -440,3 +441,5 @@ def test_the_sum_reduction_is_the_mean_with_the_step_times_n(fast, batch):
     for i, cell in enumerate((base, summed)):
         assert_same(cell_of(both, i), run_reference(cell), metrics=keys)
     assert "train.reduction" not in base and grid.cell_id(base) != grid.cell_id(summed)
+    with pytest.raises(ValueError, match="reduction"):
+        Recipe(reduction="max")

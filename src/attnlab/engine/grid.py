@@ -3,8 +3,9 @@
 A *cell* is a flat dict of namespaced fields that fully specifies one run (see
 :mod:`attnlab.problem`). Its id is a hash of its canonical JSON and of the schema versions of its
 parts, so a result can be found again and a rerun skips what is done. The cell's PRNG key is
-derived from the id, so a cell's numbers depend on its config alone, never on which other cells
-share its batch.
+derived from the id, so a cell's random draws depend on its config alone, never on which other
+cells share its batch. Its numbers can move in the last bits with the program it runs in (its
+chunk's padding; a batched choice that is a constant of its bucket, :func:`constant_choices`).
 
 Cells whose static fields agree form a *bucket*, trained as one compiled program; a bucket is
 split into *chunks* that fit a memory budget, each padded to its largest value of every size
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from pydantic_core import PydanticUndefined
 
 from attnlab.errors import AttnlabError
 from attnlab.parts import source_digest
@@ -119,24 +121,27 @@ def chunks(
 
 
 def constant_choices(comp: Composition, cells: list[dict]) -> tuple:
-    """((field, value), ...) of the batched choices that take one value over ``cells`` (a cell
-    leaving one out has its default): a bucket's program takes them as constants, as if static
-    (XLA folds the choice away), and one program serves the bucket's cells either way."""
+    """((field, value), ...) of the data's and the model's batched choices that take one value
+    over ``cells`` (a cell leaving one out has its default): a bucket's program takes them as
+    constants, as if static (XLA folds the choice away; the index in ``v`` goes unused). The
+    recipe's (``train.reduction``) stays a per-cell input: it costs one product per gradient."""
+    defaults = _batched_defaults(comp)
     out = []
-    for f in sorted({k for c in cells for k in c} | set(_batched_defaults(comp))):
-        if comp.choices(f) is not None and comp.classify(f) == "batched":
-            values = {c.get(f, _batched_defaults(comp).get(f)) for c in cells}
+    for f in sorted({k for c in cells for k in c} | set(defaults)):
+        if f.startswith(("data.", "model.")) and comp.choices(f) is not None and comp.classify(f) == "batched":
+            values = {c.get(f, defaults.get(f)) for c in cells}
             if len(values) == 1:
                 out.append((f, values.pop()))
     return tuple(out)
 
 
 def _batched_defaults(comp: Composition) -> dict[str, Any]:
-    """The defaults of the model's and the recipe's batched fields (a cell may leave one out)."""
+    """The defaults of the parts' and the recipe's batched fields (a cell may leave one out)."""
     return {
         f"{kind}.{n}": config.model_fields[n].get_default()
-        for kind, config in (("model", comp.model.config), ("train", Recipe))
+        for kind, config in (("data", comp.data.config), ("model", comp.model.config), ("train", Recipe))
         for n in config.with_role("batched")
+        if config.model_fields[n].get_default() is not PydanticUndefined
     }
 
 

@@ -88,8 +88,9 @@ class Problem:
                          (None: the loss)
     dual              -> a :class:`Dual` form to train in (full-batch gd or momentum only), or None
     inputs            -> names of fixed entries of params that are the cell's inputs to ``apply``
-                         (a model's batched fields), not parameters: probes and saved
-                         parameters leave them out
+                         (a model's batched fields, but a choice one value fills over the
+                         bucket: a constant), not parameters: probes and saved parameters
+                         leave them out
 
     ``v`` is the cell's dict of per-cell values (the batched inputs, with its ``key``).
     """
