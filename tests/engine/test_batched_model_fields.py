@@ -99,56 +99,25 @@ def test_batched_alpha_equals_static_alpha_cell_by_cell(monkeypatch, dtype, prob
         assert np.all(np.isfinite(out["traces"]["lambda_min"]))
 
 
+def grid_of(data: dict, model: dict, loss: str, lr: float, max_steps: int) -> list[dict]:
+    train = {"loss": loss, "optimizer": "gd", "lr": lr, "max_steps": max_steps, "dtype": "float64", "save_params": True}
+    return expand(ExperimentSpec(data=data, model=model, train=train, seeds=1))
+
+
 def vit_cells(model: str, choice: list[str]):
-    spec = ExperimentSpec(
-        data={"name": "pool", "pool": 40, "M": 4, "d": 6, "N": 8, "n_test": 8},
-        model={"name": model, "D": 8, "depth": 1, "heads": 2, "init": choice},
-        train={
-            "loss": "logistic",
-            "optimizer": "gd",
-            "lr": 0.5,
-            "max_steps": 5,
-            "dtype": "float64",
-            "save_params": True,
-        },
-        seeds=1,
-    )
-    return expand(spec)
+    data = {"name": "pool", "pool": 40, "M": 4, "d": 6, "N": 8, "n_test": 8}
+    return grid_of(data, {"name": model, "D": 8, "depth": 1, "heads": 2, "init": choice}, "logistic", 0.5, 5)
 
 
 def norm_cells(data: str, choice: list[str]):
     fields = {"d_s": 3, "d": 5, "N": 6, "n_test": 5, "target": "teacher", "teacher_width": 4, "token_norm": choice}
-    spec = ExperimentSpec(
-        data={"name": data, **fields},
-        model={"name": "wu2023", "d_m": 12},
-        train={
-            "loss": "squared",
-            "optimizer": "gd",
-            "lr": 0.3,
-            "max_steps": 8,
-            "dtype": "float64",
-            "save_params": True,
-        },
-        seeds=1,
-    )
-    return expand(spec)
+    return grid_of({"name": data, **fields}, {"name": "wu2023", "d_m": 12}, "squared", 0.3, 8)
 
 
 def li_cells(model: str, sigma: list[float]):
-    spec = ExperimentSpec(
-        data={"name": "li2023", "M": 5, "d": 6, "L": 8, "alpha_star": 0.5, "tau": 0.3, "N": 8, "n_test": 10},
-        model={"name": model, "m": 8, "init": "near_identity", "sigma": sigma, "delta": 0.3},
-        train={
-            "loss": "hinge",
-            "optimizer": "gd",
-            "lr": 0.2,
-            "max_steps": 6,
-            "dtype": "float64",
-            "save_params": True,
-        },
-        seeds=1,
-    )
-    return expand(spec)
+    data = {"name": "li2023", "M": 5, "d": 6, "L": 8, "alpha_star": 0.5, "tau": 0.3, "N": 8, "n_test": 10}
+    model_fields = {"name": model, "m": 8, "init": "near_identity", "sigma": sigma, "delta": 0.3}
+    return grid_of(data, model_fields, "hinge", 0.2, 6)
 
 
 CHOICES = {  # a batched choice: (field, its values, its part, the part with the field static, cells of a part name)
