@@ -1,4 +1,4 @@
-"""A part's batched fields (wu2023's α, init and token norm, the ViT's α and init, li2023's σ):
+"""A part's batched fields (wu2023's α, init and token norm, the ViT's α and init):
 cells that differ in them share one compiled program, each cell's value reaching the model as an
 input. Checked against the same
 model with the field static (one program per value, the value a Python constant), cell by cell:
@@ -19,7 +19,6 @@ from attnlab.engine import executors, grid, rows
 from attnlab.engine.plan import Plan
 from attnlab.errors import AttnlabError
 from attnlab.experiments.config import ExperimentSpec, expand
-from attnlab.models import li2023 as li_model
 from attnlab.models import vit, wu2023
 from attnlab.train import bucket
 from helpers import assert_same, assert_same_rows, bucket_of, cell_of, run_bucket, use_part
@@ -41,11 +40,6 @@ class StaticTokenNorm(wu_data.Spec):
     token_norm: Literal["d", "unit"] = Field("d", description="a static field")
 
 
-class StaticSigma(li_model.Hparams):
-    sigma: float = Field(0.1, description="a static field")
-
-
-STATIC_SIGMA = dataclasses.replace(li_model.PART_VIT, name="li2023-vit-static-sigma", config=StaticSigma)
 STATIC = dataclasses.replace(wu2023.PART, name="wu2023-static-alpha", config=StaticAlpha)
 STATIC_INIT = dataclasses.replace(wu2023.PART, name="wu2023-static-init", config=StaticInit)
 STATIC_VIT_INIT = dataclasses.replace(vit.PART, name="vit-static-init", config=StaticVitInit)
@@ -114,12 +108,6 @@ def norm_cells(data: str, choice: list[str]):
     return grid_of({"name": data, **fields}, {"name": "wu2023", "d_m": 12}, "squared", 0.3, 8)
 
 
-def li_cells(model: str, sigma: list[float]):
-    data = {"name": "li2023", "M": 5, "d": 6, "L": 8, "alpha_star": 0.5, "tau": 0.3, "N": 8, "n_test": 10}
-    model_fields = {"name": model, "m": 8, "init": "near_identity", "sigma": sigma, "delta": 0.3}
-    return grid_of(data, model_fields, "hinge", 0.2, 6)
-
-
 CHOICES = {  # a batched choice: (field, its values, its part, the part with the field static, cells of a part name)
     "wu2023 init": (
         "model.init",
@@ -130,23 +118,20 @@ CHOICES = {  # a batched choice: (field, its values, its part, the part with the
     ),
     "vit init": ("model.init", vit.Hparams.choices("init"), vit.PART, STATIC_VIT_INIT, vit_cells),
     "wu2023 token_norm": ("data.token_norm", wu_data.TOKEN_NORMS, wu_data.PART, STATIC_NORM, norm_cells),
-    "li2023 sigma (a number)": ("model.sigma", (0.1, 1.0), li_model.PART_VIT, STATIC_SIGMA, li_cells),
 }
 
 
 @pytest.mark.parametrize("choice", list(CHOICES))
 def test_a_batched_choice_equals_the_static_choice_cell_by_cell(monkeypatch, choice):
-    """Every value of a choice in one program, each cell's value an index into the choices (a
-    batched number: the value itself),
+    """Every value of a choice in one program, each cell's value an index into the choices,
     against each value's own program (the value a Python constant): float64 to the last bits
     (XLA folds products of constants, such as ntk's 1/√fan_in multipliers, that an input cannot
     be folded into). Each value reached the program: the cells' losses differ."""
     field, values, part, static_part, make = CHOICES[choice]
     batched = make(part.name, list(values))
     comp, _, _ = bucket_of(batched)  # one program for every value
-    is_choice = comp.choices(field) is not None
-    assert comp.choices(field) == (tuple(values) if is_choice else None)
-    assert grid.batch_inputs(comp, batched)[field].tolist() == (list(range(len(values))) if is_choice else list(values))
+    assert comp.choices(field) == tuple(values)
+    assert grid.batch_inputs(comp, batched)[field].tolist() == list(range(len(values)))
     out = run_bucket(batched)
     assert not any(k.startswith("model.") for k in out["params"])  # inputs are no parameters
     use_part(monkeypatch, static_part, part.name)  # under the part's own name: the cells' draws are the same

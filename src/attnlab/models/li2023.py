@@ -36,7 +36,7 @@ import jax.numpy as jnp
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from attnlab.models.nn import kept, masked_mean, softmax_keys
-from attnlab.parts import Model, PartConfig, batched, from_data, register
+from attnlab.parts import Model, PartConfig, from_data, register
 
 # ---------------------------------------------------------------- hyperparameters
 
@@ -52,7 +52,7 @@ class CNNHparams(PartConfig):
     init: Literal["near_identity", "gaussian"] = Field(
         "near_identity", description="near_identity: W_V = I + σG/√d, W_O ~ N(0, 1/m); gaussian: N(0, 1/fan_in)"
     )
-    sigma: NonNegativeFloat = batched(0.1, description="σ: initial error of W_V (near_identity)")
+    sigma: NonNegativeFloat = Field(0.1, description="σ: initial error of W_V (near_identity)")
     a_scale: Literal["sqrt", "linear"] = Field("sqrt", description="fixed readout a: ±1/√m (sqrt) or ±1/m (linear)")
 
     @model_validator(mode="after")
@@ -75,7 +75,7 @@ class Hparams(CNNHparams):
     """Fields of the li2023 ViT (``model.*``); L and d come from the data model."""
 
     m_b: NonNegativeInt = Field(0, description="query/key width m_b (0: d)")
-    delta: NonNegativeFloat = batched(0.1, description="δ: initial error of W_Q, W_K (near_identity)")
+    delta: NonNegativeFloat = Field(0.1, description="δ: initial error of W_Q, W_K (near_identity)")
 
 
 class LinearHparams(PartConfig):

@@ -205,9 +205,7 @@ def test_parts_trainable_groups_and_sizes():
         (model.PART_LINEAR, {}, ("w", "b")),
     ):
         s = part.config(**spec).model_dump()
-        batched = {model.PART_VIT: ("sigma", "delta"), model.PART_CNN: ("sigma",)}.get(part, ())
-        assert part.batched == batched  # the init errors: per-cell inputs
-        assert part.static == tuple(k for k in s if k not in batched)
+        assert part.static == tuple(s) and part.batched == ()
         hp = part.hparams(s, shape)
         assert hp.L == L and hp.d == D
         params = part.init(jax.random.PRNGKey(0), hp, jnp.float32)
