@@ -270,8 +270,7 @@ class Composition:
         kind, _, name = key.partition(".")
         if kind == "train" and name.startswith("lr_mult."):
             return "static"
-        owner = {"data": self.data, "model": self.model}.get(kind)
-        config = Recipe if kind == "train" else owner.config if owner else None
+        config = self.configs.get(kind)
         if config is not None and name in config.with_role("static", "batched", "size"):
             return "static" if config.role(name) == "static" else "batched"
         raise AttnlabError(
@@ -279,10 +278,15 @@ class Composition:
             f"(an experiment's own labels must be declared as tags)"
         )
 
+    @property
+    def configs(self) -> dict[str, type[PartConfig]]:
+        """The config of each field namespace: data, model, train (the recipe)."""
+        return {"data": self.data.config, "model": self.model.config, "train": Recipe}
+
     def choices(self, key: str) -> tuple | None:
         """The choices of a cell field that is a ``Literal`` of the data, model or recipe config (None otherwise)."""
         kind, _, name = key.partition(".")
-        config = {"data": self.data.config, "model": self.model.config, "train": Recipe}.get(kind)
+        config = self.configs.get(kind)
         return config.choices(name) if config and name in config.model_fields else None
 
     def size_fields(self) -> tuple[str, ...]:

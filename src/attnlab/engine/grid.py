@@ -26,7 +26,7 @@ from pydantic_core import PydanticUndefined
 
 from attnlab.errors import AttnlabError
 from attnlab.parts import source_digest
-from attnlab.problem import KEY_ONLY, Composition, Recipe
+from attnlab.problem import KEY_ONLY, Composition
 
 
 def canonical(cell: dict[str, Any]) -> str:
@@ -139,7 +139,7 @@ def _batched_defaults(comp: Composition) -> dict[str, Any]:
     """The defaults of the parts' and the recipe's batched fields (a cell may leave one out)."""
     return {
         f"{kind}.{n}": config.model_fields[n].get_default()
-        for kind, config in (("data", comp.data.config), ("model", comp.model.config), ("train", Recipe))
+        for kind, config in comp.configs.items()
         for n in config.with_role("batched")
         if config.model_fields[n].get_default() is not PydanticUndefined
     }

@@ -213,7 +213,7 @@ WEIGHT_INITS = {"trunc_normal": trunc_normal, "lecun": lecun, "he": he, "ntk": s
 def multipliers(hp: Hparams, dtype=None) -> dict:
     """The forward-pass multiplier of each weight: 1/√fan_in under ntk, none otherwise (``init``
     a batched choice inside a program: every weight's, 1 unless ntk, as ``dtype`` scalars)."""
-    if isinstance(hp.init, str):
+    if isinstance(hp.init, str):  # a constant: no products by 1 in the program
         return {n: fan_in**-0.5 for n, (_, fan_in) in weight_shapes(hp).items()} if hp.init == "ntk" else {}
     inits = Hparams.choices("init")
     return {
