@@ -50,7 +50,10 @@ def programs(problem: Problem, cfg: TrainConfig) -> _Programs:
     surely_above = jax.vmap(lambda tr, f, d: per_cell.surely_above(problem, cfg, tr, f, d))
     screen = SCREEN and bool(cfg.batch_size)
     update = jax.vmap(lambda g, s, tr, lr: per_cell.update(problem, cfg, g, s, tr, lr))
-    rec_fns = {name: jax.vmap(fn) for name, _, fn in recs}
+    # a probe set traced once per program, not at each call site (the shapes in begin, the record
+    # in the loop, finish): a Jacobian probe's trace took seconds. Inlined, so the program is the
+    # same (as a call it changed float32 probes by an ulp between the screened and plain rules)
+    rec_fns = {name: jax.jit(jax.vmap(fn), inline=True) for name, _, fn in recs}
     final = jax.vmap(lambda tr, f, d: per_cell.final_metrics(problem, cfg, tr, f, d))
 
     def advance(c, fixed, data, v, t_end):
