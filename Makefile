@@ -41,15 +41,19 @@ datasets: $(DATA_STAMP)
 demo: $(STAMP) $(DATA_STAMP)
 	$(BIN)/attnlab reproduce jiang2024-fig1 --scale cpu --out results/jiang2024-fig1-cpu
 
-# Every tier on every core (pytest-xdist; one module or test class per worker at a time), then the
-# tests that start Ray in a process of their own: Ray leaves threads and environment behind.
+# Every tier on every core (pytest-xdist; one module or test class per worker at a time) and, beside
+# it, the tests that start Ray in a process of their own (Ray leaves threads and environment behind):
+# that pass mostly waits on Ray's start and its subprocesses, so it runs alongside (its log follows).
 TEST_WORKERS ?= auto
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
+RAY_LOG = $(VENV)/test-ray.log
 
 test: $(STAMP) $(DATA_STAMP)
 	$(BIN)/ruff check src tests benchmarks
-	$(PYTEST) tests -m "not ray"
-	$(BIN)/python -m pytest tests -m ray
+	@$(BIN)/python -m pytest tests -m ray > $(RAY_LOG) 2>&1 & ray=$$!; \
+	$(PYTEST) tests -m "not ray"; main=$$?; \
+	wait $$ray; ray_rc=$$?; echo "---- the Ray tests (tests -m ray):"; cat $(RAY_LOG); \
+	exit $$(( main || ray_rc ))
 
 # unit and engine tiers only: the quick loop while changing the engine
 test-fast: $(STAMP) $(DATA_STAMP)

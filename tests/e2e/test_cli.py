@@ -341,8 +341,10 @@ def test_reproduce_all_plans_every_id_and_refuses_sets():
     assert r.output.count("dry run") == len(registry())
     r = runner.invoke(app, ["reproduce", "all", "--set", "reps=2"])
     assert r.exit_code == 2 and "--set: applies to one experiment's fields" in r.output
-    r = runner.invoke(app, ["reproduce", "all", "--scale", "smoke", "--only", "li2023", "--dry-run", "--no-estimate"])
-    assert r.exit_code == 0 and r.output.count("dry run") == sum(i.startswith("li2023-") for i in registry())
+    r = runner.invoke(
+        app, ["reproduce", "all", "--scale", "smoke", "--only", "jiang2024", "--dry-run", "--no-estimate"]
+    )
+    assert r.exit_code == 0 and r.output.count("dry run") == sum(i.startswith("jiang2024-") for i in registry())
     r = runner.invoke(app, ["reproduce", "all", "--only", "li2024"])
     assert r.exit_code == 2 and "--only: no experiment of 'li2024'; papers: jiang2024, li2023, wu2023" in r.output
     r = runner.invoke(app, ["reproduce", "jiang2024-fig1", "--only", "jiang2024"])

@@ -43,11 +43,13 @@ def outcomes(exp, spec, world, sims, claim):
     ]
 
 
-@pytest.mark.parametrize("scale", ["smoke", "cpu"])
-@pytest.mark.parametrize("exp_id", IDS)
+# fig4's cpu design (112 000 simulated test samples a simulation) is audited by its rules' own tests below
+@pytest.mark.parametrize(
+    ("exp_id", "scale"), [(i, s) for i in IDS for s in ("smoke", "cpu") if (i, s) != ("li2023-fig4", "cpu")]
+)
 def test_every_design_runs_with_a_row_per_claim(exp_id, scale):
     exp = get(exp_id)
-    sims = 20 if scale == "smoke" else 2 if exp_id == "li2023-fig4" else 8  # fig4 simulates 112 000 test samples each
+    sims = 4  # the form of the rows only
     spec = spec_of(exp, scale)
     result = audit.audit(exp, spec, scale, sims=sims, seed=1)
     stated = {c.id for c in exp.analyse(simulate(exp, spec), spec).claims}  # a design may declare claims a scale lacks
@@ -211,9 +213,9 @@ def test_fig3_rate_passes_at_the_proved_rate_to_a_plateau_and_fails_slower_or_ex
     spec = exp.spec("cpu")
     slow, fast = [ca for ca in exp.audit.claims if ca.claim == "rate"]
     assert slow.h1.world["A_inf"] < 1 and slow.h0.world["q"] == 0.5 and fast.h0.world["shape"] == "exponential"
-    assert outcomes(exp, spec, slow.h1.world, 20, "rate") == ["pass"] * 20
-    assert "pass" not in outcomes(exp, spec, slow.h0.world, 20, "rate")
-    assert outcomes(exp, spec, fast.h0.world, 20, "rate") == ["fail"] * 20
+    assert outcomes(exp, spec, slow.h1.world, 10, "rate") == ["pass"] * 10
+    assert "pass" not in outcomes(exp, spec, slow.h0.world, 10, "rate")
+    assert outcomes(exp, spec, fast.h0.world, 10, "rate") == ["fail"] * 10
 
 
 def test_fig1_line_is_descriptive_since_its_r2_passes_a_fourth_power_law():

@@ -79,6 +79,7 @@ SMOKE = dict(
     train={"max_steps": 20, "log_every": 5, "log_dense_until": 5},
     reps=2,
     mnist_gamma=0.1,
+    mnist_d_m=[8],  # one MNIST width: a compiled program less
 )
 CPU = dict(model={"d_m": [16, 64, 256, 1024]}, mnist_d_m=[16, 64, 256], reps=3)
 PAPER = dict(model={"d_m": [16, 64, 256, 1024, 4096]}, mnist={"N": 200}, mnist_d_m=[16, 64, 256, 1024], reps=5)
