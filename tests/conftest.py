@@ -115,8 +115,9 @@ def _free_compiled_programs():
 
     from attnlab.train import bucket
 
-    _PEAK["mappings"] = max(_PEAK["mappings"], _mappings())
-    if _mappings() < FREE_AT_MAPPINGS:
+    held = _mappings()
+    _PEAK["mappings"] = max(_PEAK["mappings"], held)
+    if held < FREE_AT_MAPPINGS:
         return
     bucket.PROGRAMS.clear()
     jax.clear_caches()

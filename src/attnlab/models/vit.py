@@ -213,13 +213,11 @@ WEIGHT_INITS = {"trunc_normal": trunc_normal, "lecun": lecun, "he": he, "ntk": s
 def multipliers(hp: Hparams, dtype=None) -> dict:
     """The forward-pass multiplier of each weight: 1/√fan_in under ntk, none otherwise (``init``
     a batched choice inside a program: every weight's, 1 unless ntk, as ``dtype`` scalars)."""
+    ntk = {n: fan_in**-0.5 for n, (_, fan_in) in weight_shapes(hp).items()}
     if isinstance(hp.init, str):  # a constant: no products by 1 in the program
-        return {n: fan_in**-0.5 for n, (_, fan_in) in weight_shapes(hp).items()} if hp.init == "ntk" else {}
+        return ntk if hp.init == "ntk" else {}
     inits = Hparams.choices("init")
-    return {
-        n: pick(hp.init, inits, {i: fan_in**-0.5 if i == "ntk" else 1.0 for i in inits}, dtype)
-        for n, (_, fan_in) in weight_shapes(hp).items()
-    }
+    return {n: pick(hp.init, inits, {i: c if i == "ntk" else 1.0 for i in inits}, dtype) for n, c in ntk.items()}
 
 
 def init(key, hp: Hparams, dtype=jnp.float32):
