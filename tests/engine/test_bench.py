@@ -302,7 +302,7 @@ def test_random_numbers_of_a_jiang2024_cell_by_hand():
 
 def test_generator_rates_are_measured_for_each_candidate():
     rates = measure.rng_rates(n=1 << 12, repeats=2)
-    assert {"jax_threefry2x32", "jax_rbg", "numpy_pcg64", "numpy_philox"} <= set(rates)
+    assert {"jax_threefry2x32", "jax_rbg", "attnlab_philox", "numpy_pcg64", "numpy_philox"} <= set(rates)
     assert rates["best"] in rates and all(0 < v < 1e-5 for k, v in rates.items() if k != "best")
 
 

@@ -1,7 +1,10 @@
 """The screened stop rule: a judged step of a mini-batch run reads the training set in blocks and
 skips the full pass where the stop quantity is shown above the threshold
 (``train.step.surely_above``). It must stop every cell where the plain rule (a full pass at every
-judged step) does, with the same results and probe records."""
+judged step) does, with the same results and probe records: stop steps and statuses equal, float64
+numbers equal bit for bit, float32 ones within a few ulps (the screened and plain programs are two
+programs, which XLA may round differently: the test suite's -O0 flags moved a float32 loss by one ulp
+where the default flags give equal bits)."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +23,14 @@ def _li2023_cells(**fields):
     cells = CELLS
     cells = [c for c in cells if c["data.N"] == max(x["data.N"] for x in cells)][:3]
     return [c | {"train.stop_every": 3, "train.max_steps": 300, **fields} for c in cells]
+
+
+def _same(got, want, name):
+    got, want = np.asarray(got), np.asarray(want)
+    if want.dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, err_msg=name)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 def _both(cells, monkeypatch):
@@ -45,10 +56,10 @@ def test_the_screened_rule_stops_where_the_plain_rule_does(fields, monkeypatch):
     plain, screened = _both(cells, monkeypatch)
     assert (plain["metrics"]["status"] == T.CONVERGED).any()  # the rule stops some cells early
     for name in plain["metrics"]:
-        np.testing.assert_array_equal(screened["metrics"][name], plain["metrics"][name], err_msg=name)
+        _same(screened["metrics"][name], plain["metrics"][name], name)
     for kind in ("traces", "arrays"):
         for name, x in plain.get(kind, {}).items():
-            np.testing.assert_array_equal(screened[kind][name], x, err_msg=f"{kind}.{name}")
+            _same(screened[kind][name], x, f"{kind}.{name}")
 
 
 def test_probes_recorded_at_judged_steps_are_the_plain_rules(monkeypatch):
@@ -57,9 +68,9 @@ def test_probes_recorded_at_judged_steps_are_the_plain_rules(monkeypatch):
     plain, screened = _both(cells, monkeypatch)
     assert plain["traces"] and (plain["metrics"]["status"] == T.CONVERGED).any()
     for name, x in plain["traces"].items():
-        np.testing.assert_array_equal(screened["traces"][name], x, err_msg=name)
+        _same(screened["traces"][name], x, name)
     for name, x in plain["metrics"].items():
-        np.testing.assert_array_equal(screened["metrics"][name], x, err_msg=name)
+        _same(screened["metrics"][name], x, name)
 
 
 def test_the_screen_is_read_by_the_rule(monkeypatch):

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import philox
+
 LEVEL = 0.2  # the success level of jiang2024-fig1: test loss < 0.2
 
 
@@ -105,8 +107,9 @@ def gemm_flops_jax(n: int = 2048, repeats: int = 10) -> dict:
 
 def rng_rates(n: int = 1 << 22, repeats: int = 5) -> dict[str, float]:
     """Seconds per standard-normal float32 of each generator attnlab could draw with, measured here
-    (median of ``repeats`` draws of ``n``): JAX's in a compiled program (threefry, rbg) and numpy's
-    on the host (PCG64, Philox); ``best`` the fastest's name."""
+    (median of ``repeats`` draws of ``n``): JAX's in a compiled program (threefry, rbg), attnlab's
+    Philox4x32-10 in a compiled program (:mod:`attnlab.philox`, what the jiang2024 and li2023 data
+    draw with) and numpy's on the host (PCG64, Philox); ``best`` the fastest's name."""
     out: dict[str, float] = {}
 
     def timed(draw) -> float:
@@ -122,6 +125,8 @@ def rng_rates(n: int = 1 << 22, repeats: int = 5) -> dict[str, float]:
         key = jax.random.key(0, impl=impl)
         normal = jax.jit(lambda k: jax.random.normal(k, (n,), jnp.float32))
         out[f"jax_{impl}"] = timed(lambda normal=normal, key=key: normal(key).block_until_ready())
+    normal = jax.jit(lambda k: philox.normal(k, (n,), jnp.float32))
+    out["attnlab_philox"] = timed(lambda: normal(jax.random.key(0)).block_until_ready())
     for name, bits in (("pcg64", np.random.PCG64), ("philox", np.random.Philox)):
         gen = np.random.Generator(bits(0))
         out[f"numpy_{name}"] = timed(lambda gen=gen: gen.standard_normal(n, dtype=np.float32))

@@ -16,7 +16,8 @@ The training set is drawn from the cell's ``data`` stream and the test set from 
 stream (:data:`attnlab.train.STREAMS`), so they are independent. Sample i of a set is drawn
 from ``fold_in(key, i)`` and has label +1 for even i and −1
 for odd i, so the first N samples of any set are exactly class-balanced for even N, and a
-sample does not depend on how many samples are drawn beside it (padding-invariant buckets).
+sample does not depend on how many samples are drawn beside it (padding-invariant buckets). The
+noise is drawn by :mod:`attnlab.philox` (version 3; threefry before).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
+from attnlab import philox
 from attnlab.parts import DataModel, PartConfig, batched, register, size
 from attnlab.train import stream
 
@@ -56,7 +58,7 @@ def sample(key, i, *, mu_norm, sigma_p, sigma_tilde_p, M, d, projected=False, dt
     """Draw sample i: returns (X ∈ R^{M×d}, y)."""
     y = label(i).astype(dtype)
     k = jax.random.fold_in(key, i)
-    noise = jax.random.normal(k, (M - 1, d), dtype=dtype)
+    noise = philox.normal(k, (M - 1, d), dtype)
     scale = jnp.concatenate([jnp.array([sigma_tilde_p]), jnp.full((M - 2,), sigma_p)]).astype(dtype)
     noise = noise * scale[:, None]
     if projected:  # theory's variant: noise ⟂ span(μ₊, μ₋)
@@ -111,7 +113,7 @@ def make(key, v, s, pads, shared, dtype):
 PART = register(
     DataModel(
         name="jiang2024",
-        version=2,
+        version=3,
         config=Spec,
         input_shape=lambda s: {"tokens": s["M"], "d": s["d"]},
         make=make,

@@ -66,7 +66,8 @@ Each sample is a pytree of per-token arrays::
 The training set is drawn from the cell's ``data`` stream, the test set from its ``test``
 stream (:data:`attnlab.train.STREAMS`). Sample i is drawn from ``fold_in(key, i)`` with label +1
 for even i and −1 for odd i, so even prefixes are class-balanced and a sample does not depend on
-how many are drawn beside it. Every numeric field that does not change a shape (α_*, α_#, κ, τ,
+how many are drawn beside it. A sample's random bits are one draw of :mod:`attnlab.philox`
+(version 3; threefry before). Every numeric field that does not change a shape (α_*, α_#, κ, τ,
 noisy_frac, noisy_tau, spurious, N) may be a traced per-cell value: counts are applied with
 position masks, never Python integers.
 """
@@ -82,6 +83,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator, model_validator
 
+from attnlab import philox
 from attnlab.parts import DataModel, PartConfig, batched, register, size
 from attnlab.train import stream
 
@@ -107,14 +109,6 @@ def patterns(M: int, d: int, kappa=SQRT2, dtype=jnp.float32) -> jnp.ndarray:
 def label(i):
     """Label of sample i: +1 for even i, −1 for odd i (balanced prefixes)."""
     return jnp.where(i % 2 == 0, 1.0, -1.0)
-
-
-def _normal(bits, dtype):
-    """Standard normals from 24 random bits each: √2·erf⁻¹(w), w = (2v + 1)/2²⁴ − 1 ∈ (−1, 1) exact
-    (v the top 24 bits); tails cut at ≈ 5.4σ, like ``jax.random.normal``'s own 23 bits."""
-    v = (bits >> 8).astype(jnp.int32)
-    w = (2 * v + 1 - 2**24).astype(dtype) * 2.0**-24
-    return math.sqrt(2.0) * jax.lax.erf_inv(w)
 
 
 def _noise(g, u, level, kind, dtype):
@@ -158,11 +152,11 @@ def sample(
 
     ``train`` selects the spurious rule (training set: μ₃ correlated with y; test: not)."""
     y = label(i).astype(dtype)
-    # one draw of random bits per sample, for everything (each threefry call costs compile time):
+    # one draw of random bits per sample, for everything (one Philox draw: fast, one trace):
     # per token 5 keys/uniforms (role rank, irrelevant pattern, spurious, noisy rank, ball radius)
     # and d bits for the normals of its noise
-    raw = jax.random.bits(jax.random.fold_in(key, i), (L, 5 + d), jnp.uint32)
-    bits, g = raw[:, :5].T, _normal(raw[:, 5:], dtype)
+    raw = philox.bits(jax.random.fold_in(key, i), (L, 5 + d))
+    bits, g = raw[:, :5].T, philox.normal_from_bits(raw[:, 5:], dtype)
     u = (bits >> 8).astype(jnp.float32) * 2.0**-24  # uniform on [0, 1), exact in float32
 
     # roles: fixed counts by rank of a random permutation (rank < n_* relevant, then n_# confusion)
@@ -432,7 +426,7 @@ def _footprint(s, pads):
 PART = register(
     DataModel(
         name="li2023",
-        version=2,
+        version=3,
         config=Spec,
         input_shape=lambda s: {"tokens": s["L"], "d": s["d"]},
         make=make,

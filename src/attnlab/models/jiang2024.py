@@ -18,7 +18,8 @@ Fast paths (``train.fast``, on by default; each exact, tested against the plain 
 
 Initialisation as in the released scripts: PyTorch's default Linear init
 U(−1/√fan_in, 1/√fan_in) for all four (fan_in = d for W_Q, W_K, W_V and d_v for w_O), then
-W_Q, W_K, W_V divided by ``init_scale`` (16 for the heatmap, 32 for the dynamics).
+W_Q, W_K, W_V divided by ``init_scale`` (16 for the heatmap, 32 for the dynamics), drawn by
+:mod:`attnlab.philox` (version 3; threefry before).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import jax
 import jax.numpy as jnp
 from pydantic import Field, PositiveFloat, PositiveInt
 
+from attnlab import philox
 from attnlab.models.nn import masked_mean
 from attnlab.parts import Model, PartConfig, from_data, register, tokens
 from attnlab.train import Dual
@@ -46,7 +48,7 @@ class Hparams(PartConfig):
 
 def _linear_init(key, fan_in, shape, dtype):
     bound = 1.0 / fan_in**0.5
-    return jax.random.uniform(key, shape, dtype, -bound, bound)
+    return philox.uniform(key, shape, dtype, -bound, bound)
 
 
 def init(key, hp: Hparams, dtype=jnp.float32):
@@ -121,7 +123,7 @@ def logistic_loss(f, y):
 PART = register(
     Model(
         name="jiang2024",
-        version=2,
+        version=3,
         config=Hparams,
         init=init,
         apply=apply,
