@@ -5,8 +5,8 @@ li2023's token noise), JAX's threefry is most of the cell's time: on XLA:CPU it 
 11 ns a number, Philox4x32-10 written here in ``jnp`` 2.4 ns (5 ns for a normal with its erf⁻¹).
 Keys still come from ``jax.random`` (``fold_in``/``split``); only the bulk draw changes.
 
-Philox4x32-10 (Salmon, Moraes, Dror & Shaw, SC 2011; the generator of cuRAND, Random123 and
-numpy's ``Philox`` family): a 128-bit counter (c₀, c₁, c₂, c₃) and a 64-bit key (k₀, k₁); each of
+Philox4x32-10 (Salmon, Moraes, Dror & Shaw, SC 2011; one of cuRAND's generators and
+Random123's): a 128-bit counter (c₀, c₁, c₂, c₃) and a 64-bit key (k₀, k₁); each of
 10 rounds is
 
     (hi₀, lo₀) = M₀·c₀,  (hi₁, lo₁) = M₁·c₂   (32×32 → 64-bit products)
@@ -18,7 +18,9 @@ word j mod 4 of the block with counter (⌊j/4⌋, 0, 0, 0), so the first n numb
 depend on its size. The key is the JAX key's own two words (for threefry keys, which
 ``fold_in``/``split`` already make pseudo-random), so distinct keys give independent streams and
 equal keys (common draws) the same one. It passes BigCrush (the paper above); the known-answer
-vectors of Random123 are in the tests.
+vectors of Random123 are in the tests. (numpy's ``Philox`` is the 4×64 member of the family.)
+Floats are float32 or float64 only, and float64 needs the caller's x64 mode (the engine's float64
+cells run with it on).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def rounds(k0, k1, c0, c1, c2, c3, n_rounds: int = ROUNDS):
     with x64 on locally (the arrays in and out stay uint32, whatever the caller's mode)."""
     u32 = jnp.uint32
     with jax.enable_x64(True):
-        k0, k1 = jnp.asarray(k0, u32), jnp.asarray(k1, u32)
+        k0, k1, c0, c1, c2, c3 = (jnp.asarray(x, u32) for x in (k0, k1, c0, c1, c2, c3))
         for _ in range(n_rounds):
             p0 = c0.astype(jnp.uint64) * np.uint64(M0)
             p1 = c2.astype(jnp.uint64) * np.uint64(M1)
@@ -56,12 +58,18 @@ def rounds(k0, k1, c0, c1, c2, c3, n_rounds: int = ROUNDS):
 
 
 def _key_words(key):
-    """The Philox key (k₀, k₁) of a JAX key: its two words (a key of another size is hashed to two
-    by ``jax.random.bits``)."""
-    data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-    data = jnp.ravel(data)
-    if data.shape != (2,):
-        data = jax.random.bits(key, (2,), jnp.uint32)
+    """The Philox key (k₀, k₁) of one JAX key: its two words (a typed key of another generator,
+    e.g. rbg's four words, is hashed to two by ``jax.random.bits``)."""
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise ValueError(f"philox: one key expected, got a batch of shape {key.shape} (vmap over keys)")
+        data = jax.random.key_data(key)
+        if data.shape != (2,):
+            data = jax.random.bits(key, (2,), jnp.uint32)
+    else:
+        data = key
+        if data.shape != (2,):
+            raise ValueError(f"philox: a raw key is two uint32 words, got shape {data.shape}")
     return data[0].astype(jnp.uint32), data[1].astype(jnp.uint32)
 
 
@@ -70,7 +78,7 @@ def bits(key, shape=()) -> jax.Array:
     shape = tuple(shape)
     n = math.prod(shape)
     blocks = -(-n // 4)
-    if blocks >= 2**32:
+    if blocks > 2**32:
         raise ValueError(f"philox.bits: {n} numbers is more than one stream holds (2^34)")
     k0, k1 = _key_words(key)
     c0 = jnp.arange(blocks, dtype=jnp.uint32)
@@ -80,20 +88,30 @@ def bits(key, shape=()) -> jax.Array:
 
 
 def _top(key, shape, b: int):
-    """The top ``b`` ≤ 64 bits of one (b ≤ 32) or two words per number: uint32, or uint64 (x64 on)."""
+    """The top ``b`` ≤ 64 bits of one (b ≤ 32) or two words per number: uint32, or uint64 (b > 32,
+    under the caller's x64 mode)."""
     if b <= 32:
         return bits(key, shape) >> (32 - b)
     w = bits(key, (*shape, 2))
     return (w[..., 0].astype(jnp.uint64) << (b - 32)) | (w[..., 1] >> (64 - b)).astype(jnp.uint64)
 
 
+def _float(dtype) -> jnp.dtype:
+    """``dtype`` if float32, or float64 under the caller's x64 mode; anything else is refused."""
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError("philox: float64 draws need x64 mode on (jax.enable_x64)")
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"philox: floats are float32 or float64, not {dtype}")
+    return dtype
+
+
 def uniform(key, shape=(), dtype=jnp.float32, minval=0.0, maxval=1.0) -> jax.Array:
     """Uniform on (minval, maxval): minval + (maxval − minval)·u, with u = (v + ½)/2^b on a grid of
     2^b midpoints in (0, 1), exact in ``dtype`` (b = 23 in float32, 52 in float64)."""
-    shape, dtype = tuple(shape), jnp.dtype(dtype)
+    dtype = _float(dtype)
     b = 52 if dtype == jnp.float64 else 23
-    with jax.enable_x64(b > 32):
-        u = (_top(key, shape, b).astype(dtype) + 0.5) * 2.0**-b
+    u = (_top(key, tuple(shape), b).astype(dtype) + 0.5) * 2.0**-b
     return (minval + (maxval - minval) * u).astype(dtype)
 
 
@@ -107,14 +125,12 @@ def _erf_normal(v, b: int, dtype):
 def normal_from_bits(raw, dtype=jnp.float32) -> jax.Array:
     """Standard normals from one uint32 word each, by the inverse CDF from its top 24 bits; tails
     cut at ≈ 5.4σ, like ``jax.random.normal``'s float32 23 bits."""
-    return _erf_normal(raw >> 8, 24, dtype)
+    return _erf_normal(raw >> 8, 24, _float(dtype))
 
 
 def normal(key, shape=(), dtype=jnp.float32) -> jax.Array:
     """Standard normals by the inverse CDF from b random bits each: b = 24 in float32 (one word,
     tails at ≈ 5.4σ), 53 in float64 (two words, ≈ 8.3σ)."""
-    shape, dtype = tuple(shape), jnp.dtype(dtype)
-    if dtype == jnp.float64:
-        with jax.enable_x64(True):
-            return _erf_normal(_top(key, shape, 53), 53, dtype)
+    if _float(dtype) == jnp.float64:
+        return _erf_normal(_top(key, tuple(shape), 53), 53, jnp.float64)
     return normal_from_bits(bits(key, shape), dtype)

@@ -57,10 +57,13 @@ def test_a_draw_is_the_blocks_of_its_counters_in_order():
 
 def test_vmapped_draws_equal_one_at_a_time_and_keys_give_distinct_streams():
     keys = jax.random.split(jax.random.key(0), 5)
+    bits = jax.jit(jax.vmap(lambda k: philox.bits(k, (4, 6))))(keys)
     batched = jax.jit(jax.vmap(lambda k: philox.normal(k, (4, 6))))(keys)
     for i in range(5):
-        assert np.array_equal(np.asarray(batched[i]), np.asarray(philox.normal(keys[i], (4, 6))))
-    flat = np.asarray(batched).reshape(5, -1)
+        assert np.array_equal(np.asarray(bits[i]), np.asarray(philox.bits(keys[i], (4, 6))))
+        # the same bits; the erf⁻¹ of two programs may round apart by an ulp
+        np.testing.assert_allclose(batched[i], philox.normal(keys[i], (4, 6)), rtol=1e-6)
+    flat = np.asarray(bits).reshape(5, -1)
     assert len({row.tobytes() for row in flat}) == 5
     # independent streams: the correlation between two keys' draws is that of independent samples
     a, b = (np.asarray(philox.normal(k, (200_000,))) for k in keys[:2])
@@ -84,9 +87,44 @@ def test_normal_and_uniform_have_their_distributions(dtype):
 
 
 def test_the_grids_are_exact_and_symmetric():
-    """The float32 normal is √2·erf⁻¹ on the 2²⁴ odd multiples of 2⁻²⁴ in (−1, 1): its extremes
+    """The float32 normal is √2·erf⁻¹ on the 2²⁴ odd multiples of 2⁻²⁴ in (−1, 1) (checked on the
+    grid: the reference erf⁻¹ below runs in float32 too): its extremes
     are ±√2·erf⁻¹(1 − 2⁻²⁴), reached by the all-zero and all-one words, and mirror each other."""
     ends = philox.normal_from_bits(jnp.array([0, MASK, 2**31, 2**31 - 256], jnp.uint32))
     top = float(np.sqrt(2) * jax.scipy.special.erfinv(np.float64(1 - 2.0**-24)))
     assert float(ends[1]) == pytest.approx(top, rel=1e-5) and float(ends[0]) == -float(ends[1])
     assert float(ends[2]) == -float(ends[3]) > 0
+
+
+def test_floats_take_the_top_bits_of_their_words():
+    """float32 uniforms from the top 23 bits of one word, float64 from the top 52 of two (the first
+    word high), float64 normals from the top 53: checked against the words themselves."""
+    key = jax.random.key(11)
+    w = np.asarray(philox.bits(key, (6, 2))).astype(np.uint64)
+    u32 = np.asarray(philox.uniform(key, (12,), "float32"))
+    assert np.array_equal(u32, ((w.ravel() >> 9).astype(np.float64) + 0.5) * 2.0**-23)
+    with jax.enable_x64(True):
+        u64 = np.asarray(philox.uniform(key, (6,), "float64"))
+        z64 = np.asarray(philox.normal(key, (6,), "float64"))
+    v52 = (w[:, 0] << 20) | (w[:, 1] >> 12)
+    assert np.array_equal(u64, (v52.astype(np.float64) + 0.5) * 2.0**-52)
+    v53 = (w[:, 0] << 21) | (w[:, 1] >> 11)
+    w53 = (2 * v53.astype(np.int64) + 1 - 2**53).astype(np.float64) * 2.0**-53  # exact: |·| < 2⁵³
+    np.testing.assert_allclose(z64, stats.norm.ppf((w53 + 1) / 2), rtol=1e-12)  # √2·erf⁻¹(w) = Φ⁻¹((w + 1)/2)
+
+
+def test_bad_requests_are_refused():
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="x64"):
+        philox.normal(key, (3,), "float64")  # x64 off here: a float64 draw would silently be float32
+    for dtype in ("float16", "bfloat16"):
+        with pytest.raises(ValueError, match="float32 or float64"):
+            philox.uniform(key, (3,), dtype)
+    with pytest.raises(ValueError, match="one key"):
+        philox.bits(jax.random.split(key, 2), (3,))
+    with pytest.raises(ValueError, match="two uint32 words"):
+        philox.bits(jnp.zeros(4, jnp.uint32), (3,))
+    with pytest.raises(ValueError, match="more than one stream"):
+        jax.eval_shape(lambda: philox.bits(key, (2**34 + 1,)))
+    rbg = jax.random.key(0, impl="rbg")  # four words, hashed to two
+    assert philox.bits(rbg, (5,)).shape == (5,)

@@ -125,8 +125,8 @@ def rng_rates(n: int = 1 << 22, repeats: int = 5) -> dict[str, float]:
         key = jax.random.key(0, impl=impl)
         normal = jax.jit(lambda k: jax.random.normal(k, (n,), jnp.float32))
         out[f"jax_{impl}"] = timed(lambda normal=normal, key=key: normal(key).block_until_ready())
-    normal = jax.jit(lambda k: philox.normal(k, (n,), jnp.float32))
-    out["attnlab_philox"] = timed(lambda: normal(jax.random.key(0)).block_until_ready())
+    normal, key = jax.jit(lambda k: philox.normal(k, (n,), jnp.float32)), jax.random.key(0)
+    out["attnlab_philox"] = timed(lambda: normal(key).block_until_ready())
     for name, bits in (("pcg64", np.random.PCG64), ("philox", np.random.Philox)):
         gen = np.random.Generator(bits(0))
         out[f"numpy_{name}"] = timed(lambda gen=gen: gen.standard_normal(n, dtype=np.float32))
