@@ -1,9 +1,10 @@
 """Bulk random numbers in the program from Philox4x32-10, keyed by a JAX key.
 
 Where a protocol draws millions of numbers a cell (jiang2024's noise tokens and initial weights,
-li2023's token noise), JAX's threefry is most of the cell's time: on XLA:CPU it measured about
-11 ns a number, Philox4x32-10 written here in ``jnp`` 2.4 ns (5 ns for a normal with its erf⁻¹).
-Keys still come from ``jax.random`` (``fold_in``/``split``); only the bulk draw changes.
+li2023's token noise), JAX's threefry was most of the cell's time on XLA:CPU; Philox4x32-10
+written here in ``jnp`` draws the same bits several times faster (measured in
+``docs/performance.md``). Keys still come from ``jax.random`` (``fold_in``/``split``); only the
+bulk draw changes.
 
 Philox4x32-10 (Salmon, Moraes, Dror & Shaw, SC 2011; one of cuRAND's generators and
 Random123's): a 128-bit counter (c₀, c₁, c₂, c₃) and a 64-bit key (k₀, k₁); each of
