@@ -132,6 +132,6 @@ def normal_from_bits(raw, dtype=jnp.float32) -> jax.Array:
 def normal(key, shape=(), dtype=jnp.float32) -> jax.Array:
     """Standard normals by the inverse CDF from b random bits each: b = 24 in float32 (one word,
     tails at ≈ 5.4σ), 53 in float64 (two words, ≈ 8.3σ)."""
-    if _float(dtype) == jnp.float64:
-        return _erf_normal(_top(key, tuple(shape), 53), 53, jnp.float64)
-    return normal_from_bits(bits(key, shape), dtype)
+    dtype = _float(dtype)
+    b = 53 if dtype == jnp.float64 else 24
+    return _erf_normal(_top(key, tuple(shape), b), b, dtype)
