@@ -39,6 +39,9 @@ os.environ["ATTNLAB_COMPILE_CACHE_MIN_SECONDS"] = "0"
 # contention there (measured: tests/papers/li2023 on 2 workers, 117 s without, 126 s with); the
 # tests of compiling ahead turn it on explicitly.
 os.environ.setdefault("ATTNLAB_COMPILE_AHEAD", "0")
+# For the same reason each worker trains one chunk at a time; the tests of concurrent chunks
+# ask for two workers explicitly.
+os.environ.setdefault("ATTNLAB_WORKERS", "1")
 
 from attnlab.train import compile_cache_dir, enable_compile_cache  # noqa: E402  (JAX reads the flags at import)
 

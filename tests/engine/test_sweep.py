@@ -5,6 +5,7 @@ compiled programs are built once and reused."""
 
 import dataclasses
 import json
+import os
 import threading
 
 import jax
@@ -285,7 +286,8 @@ def test_compile_ahead_gives_the_same_results_as_compiling_each_chunk_when_it_tr
     monkeypatch.setattr(jax.stages.Lowered, "compile", recorded)
     for ahead, store in stores.items():
         T.bucket.PROGRAMS.clear()
-        run_cells(cells, store, memory_budget=budget, progress=False, executor=executors.LocalExecutor(ahead))
+        ex = executors.LocalExecutor(ahead, workers=1)
+        run_cells(cells, store, memory_budget=budget, progress=False, executor=ex)
     # each program compiled once; ahead, the second and third in the background thread
     assert compiled_in[False] == ["MainThread"] * 3
     assert sorted(compiled_in[True]) == ["MainThread", "attnlab-compile_0", "attnlab-compile_0"]
@@ -293,6 +295,78 @@ def test_compile_ahead_gives_the_same_results_as_compiling_each_chunk_when_it_tr
     a, b = (s.assemble(ids) for s in stores.values())
     for col in ("id", "train_loss", "test_loss", "stop_step", "status", "trace_train_loss"):
         assert a.column(col).equals(b.column(col)), col
+
+
+def test_chunks_trained_two_at_a_time_give_the_rows_of_one_at_a_time(tmp_path):
+    """Two workers train two chunks at once in two threads; every row is the one the single
+    worker gives, value for value, and the tables come back as each chunk lands."""
+    from attnlab import train as T
+
+    cells = [cell(mu=mu, N=n) for mu in (1.0, 5.0) for n in (2, 3, 4)]
+    budget = budget_for(cells, 2)
+    threads = []
+    traced = lambda ch: (threads.append(threading.current_thread().name), train_chunk(ch))[1]  # noqa: E731
+    stores = {w: Store(tmp_path / str(w)) for w in (1, 2)}
+    for w, store in stores.items():
+        T.bucket.PROGRAMS.clear()
+        ex = executors.LocalExecutor(ahead=False, workers=w)
+        assert run_cells(cells, store, memory_budget=budget, progress=False, executor=ex, train=traced) == 6
+    assert threads[:3] == ["MainThread"] * 3
+    assert len(threads) == 6 and all(t.startswith("attnlab-chunk") for t in threads[3:])
+    assert len(set(threads[3:])) == 2  # both workers trained
+    ids = [grid.cell_id(c) for c in cells]
+    a, b = (s.assemble(ids) for s in stores.values())
+    for col in a.column_names:
+        if col != "seconds":
+            assert a.column(col).equals(b.column(col)), col
+
+
+def test_a_chunk_that_fails_beside_others_loses_none_of_their_rows(tmp_path):
+    """With two workers, a chunk that raises stops new chunks from starting; the chunk running
+    beside it finishes and is written, then the error is raised; a rerun trains only the rest."""
+    cells = [cell(mu=mu, N=n) for mu in (1.0, 5.0) for n in (2, 3, 4)]
+    chunks = plan(cells, set(), budget_for(cells, 2))
+    assert len(chunks) == 3
+    bad = grid.cell_id(chunks[0].cells[0])
+    started = []
+
+    def flaky(ch):
+        started.append(ch)
+        if any(grid.cell_id(c) == bad for c in ch.cells):
+            raise RuntimeError("chunk failed")
+        return train_chunk(ch)
+
+    store = Store(tmp_path)
+    ex = executors.LocalExecutor(ahead=False, workers=2)
+    with pytest.raises(RuntimeError, match="chunk failed"):
+        run_cells(cells, store, memory_budget=budget_for(cells, 2), progress=False, executor=ex, train=flaky)
+    assert len(started) == 2  # the third never started
+    assert store.done_ids() == {grid.cell_id(c) for c in chunks[1].cells}
+    assert run_cells(cells, store, memory_budget=budget_for(cells, 2), progress=False, executor=ex) == 4
+
+
+@pytest.mark.parametrize("value, workers", [("1", 1), ("3", 3)])
+def test_workers_follow_their_environment_variable(value, workers, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_WORKERS", value)
+    assert executors.LocalExecutor().workers == workers == executors.default_workers()
+    assert executors.LocalExecutor(workers=2).workers == 2
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
+def test_a_bad_worker_count_is_refused_naming_its_variable(value, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_WORKERS", value)
+    with pytest.raises(AttnlabError, match=f"ATTNLAB_WORKERS: must be a whole number ≥ 1, got '{value}'"):
+        executors.LocalExecutor()
+
+
+def test_without_the_variable_the_cpu_gets_a_worker_per_core_up_to_four(monkeypatch):
+    monkeypatch.delenv("ATTNLAB_WORKERS")
+    cores = len(os.sched_getaffinity(0))
+    assert executors.default_workers() == max(1, min(cores, 4))
+    monkeypatch.setattr(executors.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert executors.default_workers() == 4
+    monkeypatch.setattr(executors.jax, "default_backend", lambda: "gpu")
+    assert executors.default_workers() == 1
 
 
 def test_a_chunk_compiled_ahead_trains_without_compiling_again():

@@ -65,6 +65,7 @@ def build_report(
         "strategy": attn["strategy"],
         "chunks": attn["chunks"],
         "chunk_sizes": attn["chunk_sizes"],
+        "workers": attn.get("workers", 1),  # chunks trained at once (steady_by_chunk: per group of them)
         "whole_s": rounded(whole, 3),
         "steady_s": rounded(steady, 3),
         "whole_cpu_s": rounded(attn["whole_cpu_s"], 3),

@@ -90,9 +90,11 @@ def run_attnlab(
 
     whole   ``run_cells`` into a fresh store: what ``attnlab reproduce`` does, compiles included
     steady  the same chunks again (``train_chunk`` + ``write_part``, as ``run_cells`` runs them) with
-            the compiled programs reused, one chunk at a time; ``between(chunk, advance)`` runs after
-            each (the baseline on that chunk's cells, ``between_total`` in all, calling ``advance(n)``
-            as it goes), so both sides see the same load of a shared machine
+            the compiled programs reused, in groups of as many chunks as the local executor trains
+            at once (its ``workers``; ``chunk_s``: seconds per group); ``between(chunk, advance)``
+            runs after each group, for each of its chunks (the baseline on that chunk's cells,
+            ``between_total`` in all, calling ``advance(n)`` as it goes), so both sides see the
+            same load of a shared machine
 
     Per-cell outcomes (``outcome(columns)``, default the test loss) come from the steady run; the
     whole run's are checked to be the same."""
@@ -100,6 +102,8 @@ def run_attnlab(
     outcome = outcome or (lambda cols: cols["test_loss"].astype(float))
     plan = Plan.of(cells, tags, memory_budget)
     chunks = plan.chunks
+    ex = executors.LocalExecutor(ahead=False)  # the steady run's: programs are compiled by then
+    groups = [chunks[i : i + ex.workers] for i in range(0, len(chunks), ex.workers)]
     with tempfile.TemporaryDirectory(prefix="attnlab-bench-") as d:
         store = Store(Path(d))
         t0, c0 = time.perf_counter(), time.process_time()
@@ -112,14 +116,16 @@ def run_attnlab(
     with tempfile.TemporaryDirectory(prefix="attnlab-bench-") as d, Progress(disable=not progress) as bar:
         store = Store(Path(d))
         task = bar.add_task(what, total=len(cells) + (between_total if between else 0))
-        for ch in chunks:
+        for group in groups:
             t0, c0 = time.perf_counter(), time.process_time()
-            store.write_part(executors.train_chunk(ch))
+            for table in ex.map(executors.train_chunk, group):
+                store.write_part(table)
             chunk_s.append(time.perf_counter() - t0)
             chunk_cpu_s.append(time.process_time() - c0)
-            bar.advance(task, len(ch.cells))
+            bar.advance(task, sum(len(ch.cells) for ch in group))
             if between is not None:
-                between(ch, lambda n: bar.advance(task, n))  # noqa: B023
+                for ch in group:
+                    between(ch, lambda n: bar.advance(task, n))  # noqa: B023
         cols = _cols(store, cells)
     comp = aot_compile(chunks) if aot else None
     pads = {grid.cell_id(c): dict(ch.pads) for ch in chunks for c in ch.cells}
@@ -133,7 +139,8 @@ def run_attnlab(
         "aot": comp,
         "chunks": len(chunks),
         "chunk_sizes": [len(ch.cells) for ch in chunks],
-        "chunk_ids": [[grid.cell_id(c) for c in ch.cells] for ch in chunks],
+        "chunk_ids": [[grid.cell_id(c) for ch in group for c in ch.cells] for group in groups],
+        "workers": ex.workers,
         "strategy": T.default_strategy(),
         "outcome": out,
         "test_loss": cols["test_loss"].astype(float),

@@ -218,14 +218,19 @@ def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -
     order given; ``landed(id, verdict)`` or ``lost(id, why)`` as each ends. Interrupted (Ctrl-C,
     or SIGTERM as a batch system sends), the children are stopped: each resumes on a rerun."""
     import json
+    import os
     import signal
     import subprocess
     import sys
     import time
 
+    from attnlab.engine.executors import default_workers
+
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     waiting, running = list(ids), {}
+    env = dict(os.environ)  # the cores are shared among the children: each trains fewer chunks at once
+    env.setdefault("ATTNLAB_WORKERS", str(max(1, default_workers() // jobs)))
 
     def ended(exp_id: str, code: int) -> None:
         why = f"exit {code}"
@@ -247,7 +252,7 @@ def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -
                 cmd = [sys.executable, "-m", "attnlab.cli", "reproduce", exp_id, "--scale", scale]
                 cmd += ["--out", str(root / exp_id), "--executor", executor, "--quiet", *(["--force"] if force else [])]
                 with (logs / f"{exp_id}.log").open("w") as log:  # the child holds its own descriptor
-                    running[exp_id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+                    running[exp_id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             time.sleep(0.2)
             for exp_id, proc in list(running.items()):
                 if proc.poll() is not None:
@@ -284,8 +289,11 @@ def _print_plan(exp, spec, estimate: bool = False) -> None:
             b["data"], b["model"], f"{b['cells']:,}", sizes, f"{b['cell_bytes'] / 1e6:.3g} MB", str(b["chunks"])
         )
     out.print(table)
+    w = plan["workers"]
     out.print(
-        f"memory budget per chunk: {plan['memory_budget_gb']:g} GB" + (f"; {plan['note']}" if plan["note"] else ""),
+        f"memory budget per chunk: {plan['memory_budget_gb']:g} GB"
+        + (f" ({w} chunks train at once, ATTNLAB_WORKERS: up to {w * plan['memory_budget_gb']:g} GB)" if w > 1 else "")
+        + (f"; {plan['note']}" if plan["note"] else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -302,7 +310,7 @@ def _print_plan(exp, spec, estimate: bool = False) -> None:
             f"estimated wall time: {'≤ ' if e['upper_bound'] else '≈ '}{e['seconds']:.3g} s (compile ≈ "
             f"{e['compile_seconds']:.3g} s for {e['programs']} programs on a cold compile cache, training ≈ "
             f"{e['train_seconds']:.3g} s{steps}; calibrated on {e['calibrated']} of the programs; figures and "
-            f"report not counted)",
+            f"report not counted" + (f"; for one chunk at a time: {w} at once take less" if w > 1 else "") + ")",
             highlight=False,
             soft_wrap=True,
         )

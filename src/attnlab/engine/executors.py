@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 from collections import Counter, deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -73,21 +74,55 @@ def compile_chunk(chunk: Chunk) -> None:
 AHEAD = {train_chunk: compile_chunk}  # a chunk trainer -> what prepares a chunk for it ahead of time
 
 
-class LocalExecutor:
-    """Runs every chunk in this process, in order. While a chunk trains, the next one's program
-    compiles in a background thread (for a trainer listed in ``AHEAD``): on a cold compile
-    cache a grid of many chunk shapes pays its compiles alongside its training, not before each
-    chunk. A compile that fails there is left for the chunk's own call to raise."""
+def default_workers() -> int:
+    """How many chunks the local executor trains at once: ``$ATTNLAB_WORKERS``, else on a CPU
+    backend the cores this process may use (at most 4), on an accelerator 1 (its chunks share
+    one device and run one after another anyway)."""
+    raw = os.environ.get("ATTNLAB_WORKERS", "")
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise AttnlabError(f"ATTNLAB_WORKERS: must be a whole number ≥ 1, got {raw!r}")
+        return n
+    if jax.default_backend() != "cpu":
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, 4))
 
-    def __init__(self, ahead: bool | None = None):
+
+class LocalExecutor:
+    """Runs every chunk in this process, ``workers`` chunks at a time (one thread each), and
+    yields each chunk's table as it finishes.
+
+    Why several at once: a chunk's program is a loop of small products, and XLA:CPU keeps about
+    one core busy with it (li2023's chunks on 2 cores ran within 5–12 % of their time on one); two
+    chunks in two threads trained 1.5–2× the cells per second. Each chunk's program and inputs are
+    its own, so its rows are the same whichever thread trains it and whatever runs beside it.
+    Memory: up to ``workers`` chunks are held at once, each within the plan's memory budget.
+
+    With one worker, the next chunk's program compiles in a background thread while a chunk
+    trains (for a trainer listed in ``AHEAD``; ``ahead``): on a cold compile cache a grid of many
+    chunk shapes pays its compiles alongside its training. With several, a worker's compile
+    already overlaps the other workers' training. A compile that fails ahead is left for the
+    chunk's own call to raise. If a chunk raises, no further chunk starts, the chunks already
+    running finish and their tables are yielded, then the first error is raised."""
+
+    def __init__(self, ahead: bool | None = None, workers: int | None = None):
         if ahead is None:  # $ATTNLAB_COMPILE_AHEAD=0 turns it off (e.g. where every core is already busy)
             ahead = os.environ.get("ATTNLAB_COMPILE_AHEAD", "1").lower() not in ("0", "off", "false", "no")
         self.ahead = ahead
+        self.workers = default_workers() if workers is None else workers
+        if self.workers < 1:
+            raise ValueError(f"workers must be ≥ 1, got {self.workers}")
 
     def map(self, fn: Callable[[Chunk], pa.Table], chunks: Iterable[Chunk]) -> Iterator[pa.Table]:
-        from concurrent.futures import ThreadPoolExecutor
-
         chunks = list(chunks)
+        if self.workers > 1 and len(chunks) > 1:
+            yield from self._concurrent(fn, chunks)
+            return
         prepare = AHEAD.get(fn) if self.ahead and len(chunks) > 1 else None
         pool = ThreadPoolExecutor(1, thread_name_prefix="attnlab-compile") if prepare else None
         try:
@@ -98,6 +133,26 @@ class LocalExecutor:
         finally:
             if pool:
                 pool.shutdown(wait=True, cancel_futures=True)
+
+    def _concurrent(self, fn: Callable[[Chunk], pa.Table], chunks: list[Chunk]) -> Iterator[pa.Table]:
+        """At most ``workers`` chunks in flight, in plan order; each table yielded as it lands."""
+        todo, running, error = deque(chunks), set(), None
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="attnlab-chunk") as pool:
+            try:
+                while running or (todo and error is None):
+                    while todo and error is None and len(running) < self.workers:
+                        running.add(pool.submit(fn, todo.popleft()))
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        if f.exception() is not None:
+                            error = error or f.exception()
+                        else:
+                            yield f.result()
+            finally:
+                for f in running:  # an interrupt, or the consumer stopped: start nothing new
+                    f.cancel()
+        if error is not None:
+            raise error
 
 
 def _quietly(fn: Callable, *args) -> None:
