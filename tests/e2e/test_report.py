@@ -75,6 +75,7 @@ def test_report_rebuilds_without_training_and_equals_the_fresh_run(runs, tmp_pat
         "command",
         "finished_at",
         "train_seconds_total",
+        "workers",
         "compile",
     ):
         assert v[k] == fresh[k], k

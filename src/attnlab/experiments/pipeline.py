@@ -237,7 +237,10 @@ def run_spec(
         "cells": len(cells),
         "cells_trained_now": trained,
         "runtime_s": None,  # set once the figures are drawn
+        # each cell's share of its chunk's wall time: with several workers chunks overlap, so this sum
+        # exceeds the run's wall time
         "train_seconds_total": float(np.sum(trained_table.column("seconds").to_numpy())),
+        "workers": executors.default_workers() if executor == "local" else None,  # chunks trained at once
         # this process's compiles (the local executor's CPU strategy; Ray's workers compile their own)
         "compile": {k: round(COMPILE_TIME[k] - compiles[k], 3) for k in compiles}
         if executor == "local" and default_strategy() == "sequential"
