@@ -374,10 +374,15 @@ def test_reproduce_all_resumes_each_id_and_writes_an_index_and_a_summary(smoke, 
     assert f"all (smoke): {len(ids)} experiments" in r.output
 
 
-def test_reproduce_all_runs_ids_in_processes_and_reports_the_one_that_failed(smoke, tmp_path):
+def test_reproduce_all_runs_ids_in_processes_and_reports_the_one_that_failed(smoke, tmp_path, monkeypatch):
     """``--jobs 2``: each id in a child process; one whose store was written by other code fails
-    there, is named with its error and log, and the others still land in the summary and index."""
+    there, is named with its error and log, and the others still land in the summary and index.
+    Each child gets half the chunk workers this process would have."""
+    from attnlab.engine.executors import default_workers
     from attnlab.experiments import registry
+
+    monkeypatch.delenv("ATTNLAB_WORKERS")
+    workers = max(1, default_workers() // 2)
 
     ids = [i for i in registry() if i.startswith("jiang2024-")]
     for i in ids:
@@ -394,6 +399,7 @@ def test_reproduce_all_runs_ids_in_processes_and_reports_the_one_that_failed(smo
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [row["id"] for row in summary["ids"]] == [ids[0], ids[2]] and summary["failed"] == [ids[1]]
     assert summary["jobs"] == 2 and all(row["trained_now"] == 0 for row in summary["ids"])
+    assert json.loads((tmp_path / ids[0] / "verdict.json").read_text())["workers"] == workers
     index = (tmp_path / "index.html").read_text()
     assert f'href="{ids[0]}/report.html"' in index and f'href="{ids[1]}/report.html"' not in index
     for args, message in [

@@ -292,7 +292,11 @@ def _print_plan(exp, spec, estimate: bool = False) -> None:
     w = plan["workers"]
     out.print(
         f"memory budget per chunk: {plan['memory_budget_gb']:g} GB"
-        + (f" ({w} chunks train at once, ATTNLAB_WORKERS: up to {w * plan['memory_budget_gb']:g} GB)" if w > 1 else "")
+        + (
+            f" ({w} chunks train at once, ATTNLAB_WORKERS; up to {w * plan['memory_budget_gb']:g} GB in all)"
+            if w > 1
+            else ""
+        )
         + (f"; {plan['note']}" if plan["note"] else ""),
         highlight=False,
         soft_wrap=True,
