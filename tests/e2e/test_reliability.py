@@ -88,15 +88,18 @@ def uninterrupted(tmp_path_factory, cli_env):
     return pq.read_table(out / "results.parquet")
 
 
-@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.ray)])
+@pytest.mark.parametrize("executor", ["local", "local-2", pytest.param("ray", marks=pytest.mark.ray)])
 def test_kill_9_mid_run_then_rerun_loses_and_duplicates_no_cell(request, tmp_path, cli_env, uninterrupted, executor):
     """SIGKILL the driver once its first part has landed, rerun the same command: every part that
     landed is whole, the rerun trains exactly the missing cells, and results.parquet equals an
-    uninterrupted run's bit for bit. With Ray the runs join this session's Ray instance through
+    uninterrupted run's bit for bit. ``local-2``: two chunks train at once (the uninterrupted run
+    trained one at a time). With Ray the runs join this session's Ray instance through
     RAY_ADDRESS, as on a cluster (attnlab is shipped to its workers): killing the driver ends its
     job's workers, the cluster lives on, and the rerun is a new job on it."""
     out = tmp_path / "out"
     env = dict(cli_env)
+    if executor == "local-2":
+        executor, env["ATTNLAB_WORKERS"] = "local", "2"
     if executor == "ray":
         ray = request.getfixturevalue("ray_session")
         RayExecutor.release()  # this process's pool would hold both CPUs the runs need

@@ -378,6 +378,23 @@ def test_a_bad_worker_count_is_refused_naming_its_variable(value, monkeypatch):
         executors.LocalExecutor()
 
 
+def test_workers_are_fewer_where_their_chunks_would_not_fit_in_memory(monkeypatch, tmp_path):
+    """Four workers of 1 GB chunks need 4 GB: with 2.5 GB available two train at once; with no
+    reading of the memory the count stands; never fewer than one."""
+    ex = executors.LocalExecutor(ahead=False, workers=4)
+    monkeypatch.setattr(executors, "memory_available", lambda: 2.5e9)
+    assert ex.within(1e9).workers == 2 and ex.within(1e10).workers == 1 and ex.within(1e8) is ex
+    seen = []
+    monkeypatch.setattr(executors.LocalExecutor, "_concurrent", lambda self, *a: seen.append(self.workers) or iter(()))
+    cells = [cell(mu=mu, N=n) for mu in (1.0, 5.0) for n in (2, 3, 4)]
+    budget = budget_for(cells, 2)  # three chunks
+    monkeypatch.setattr(executors, "memory_available", lambda: 2.5 * budget)
+    run_cells(cells, Store(tmp_path), memory_budget=budget, executor=ex, progress=False)
+    assert seen == [2]  # run_cells fitted the executor to the plan's budget
+    monkeypatch.setattr(executors, "memory_available", lambda: None)
+    assert ex.within(1e12) is ex
+
+
 def test_without_the_variable_the_cpu_gets_a_worker_per_core_up_to_four(monkeypatch):
     monkeypatch.delenv("ATTNLAB_WORKERS")
     cores = len(os.sched_getaffinity(0))

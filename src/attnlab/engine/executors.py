@@ -93,6 +93,18 @@ def default_workers() -> int:
     return max(1, min(cores, 4))
 
 
+def memory_available() -> float | None:
+    """Bytes of memory available to new allocations now (Linux ``MemAvailable``), else None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 class LocalExecutor:
     """Runs every chunk in this process, ``workers`` chunks at a time (one thread each), and
     yields each chunk's table as it finishes.
@@ -101,7 +113,9 @@ class LocalExecutor:
     one core busy with it (li2023's chunks on 2 cores ran within 5–12 % of their time on one); two
     chunks in two threads trained 1.5–2× the cells per second. Each chunk's program and inputs are
     its own, so its rows are the same whichever thread trains it and whatever runs beside it.
-    Memory: up to ``workers`` chunks are held at once, each within the plan's memory budget.
+    Memory: up to ``workers`` chunks are held at once, each within the plan's memory budget;
+    ``run_cells`` lowers ``workers`` where that many budgets exceed the memory available
+    (:meth:`within`).
 
     As a chunk starts, the next one's program compiles in a background thread (for a trainer
     listed in ``AHEAD``; ``ahead``): on a cold compile cache a grid of many chunk shapes pays its
@@ -118,6 +132,13 @@ class LocalExecutor:
         self.workers = default_workers() if workers is None else workers
         if self.workers < 1:
             raise ValueError(f"workers must be ≥ 1, got {self.workers}")
+
+    def within(self, memory_budget: float) -> LocalExecutor:
+        """This executor, or one with fewer workers where ``workers`` chunks of ``memory_budget``
+        bytes each would not fit in the memory available now (at least one worker)."""
+        avail = memory_available()
+        fit = self.workers if avail is None else max(1, min(self.workers, int(avail // memory_budget)))
+        return self if fit == self.workers else LocalExecutor(self.ahead, fit)
 
     def map(self, fn: Callable[[Chunk], pa.Table], chunks: Iterable[Chunk]) -> Iterator[pa.Table]:
         chunks = list(chunks)
@@ -471,6 +492,8 @@ def run_cells(
     in ``store.notes``, and their cells trained again."""
     ex = make_executor(executor) if isinstance(executor, str) else executor
     plan = work if isinstance(work, Plan) else Plan.of(work, tags, memory_budget, check=False)
+    if isinstance(ex, LocalExecutor):
+        ex = ex.within(plan.memory_budget)
     since = len(store.damaged)
     chunks = plan.todo(store.done_ids())
     if len(store.damaged) > since:

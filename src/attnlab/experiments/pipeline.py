@@ -204,6 +204,8 @@ def run_spec(
     t0 = time.perf_counter()
     compiles = dict(COMPILE_TIME)
     store, trained = None, 0
+    # the local executor made once, its workers fitted to the memory now; Ray's is made per stage
+    ex = executors.LocalExecutor().within(spec.memory_budget_gb * 1e9) if executor == "local" else executor
 
     def run(cells: list[dict]) -> dict[str, np.ndarray]:
         """Plan (and check) a stage's cells, train what is not done, return their columns."""
@@ -218,7 +220,7 @@ def run_spec(
                 raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
             store = Store(out)
             store.check_compatible({"schema": plan.schema, **versions()}, force=force)
-        trained += executors.run_cells(plan, store, executor=executor, progress=progress)
+        trained += executors.run_cells(plan, store, executor=ex, progress=progress)
         ids = [grid.cell_id(c) for c in cells]
         by_id = dict(zip(ids, cells, strict=True))
         return table_columns(store.assemble(ids, describe=lambda i: describe(by_id[i], spec), write=False))
@@ -240,7 +242,7 @@ def run_spec(
         # each cell's share of its chunk's wall time: with several workers chunks overlap, so this sum
         # exceeds the run's wall time
         "train_seconds_total": float(np.sum(trained_table.column("seconds").to_numpy())),
-        "workers": executors.default_workers() if executor == "local" else None,  # chunks trained at once
+        "workers": ex.workers if executor == "local" else None,  # chunks trained at once
         # this process's compiles (the local executor's CPU strategy; Ray's workers compile their own)
         "compile": {k: round(COMPILE_TIME[k] - compiles[k], 3) for k in compiles}
         if executor == "local" and default_strategy() == "sequential"
