@@ -173,7 +173,7 @@ TEMPLATE = _env.from_string(
 {% endif %}</td></tr>
 <tr><th>wall time of that run</th><td>{{ verdict.runtime_s|duration }}</td></tr>
 {% if verdict.train_seconds_total is defined %}
-<tr><th>training time, summed over cells</th><td>{{ verdict.train_seconds_total|duration }}{% if verdict.get("workers", 1) and verdict.workers > 1 %}
+<tr><th>training time, summed over cells</th><td>{{ verdict.train_seconds_total|duration }}{% if (verdict.get("workers") or 1) > 1 %}
  <span class="muted">(each cell's share of its chunk's wall time; {{ verdict.workers }} chunks trained at once)</span>{% endif %}</td></tr>
 {% endif %}
 {% if verdict.finished_at is defined %}<tr><th>finished</th><td>{{ verdict.finished_at }}</td></tr>{% endif %}

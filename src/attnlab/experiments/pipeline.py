@@ -108,7 +108,7 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
     their sizes and the estimated memory of their largest cell, all checked as a run checks them
     (sizes, classification, memory); with ``estimate``, its wall time from a short calibration
     (:mod:`attnlab.estimate`: a few cells trained for a few steps, results thrown away)."""
-    from attnlab.engine.executors import default_workers
+    from attnlab.engine.executors import LocalExecutor
     from attnlab.engine.plan import Plan
 
     cells = exp.cells(spec)
@@ -132,7 +132,7 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
         "cells": len(cells),
         "buckets": buckets,
         "memory_budget_gb": spec.memory_budget_gb,
-        "workers": default_workers(),
+        "workers": LocalExecutor().within(spec.memory_budget_gb * 1e9).workers,  # as the run will fit them
         "note": "later stages depend on earlier results: their cells are planned when those have run" if staged else "",
     }
     if estimate:
