@@ -74,7 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_suite.py --check
 	$(BIN)/python benchmarks/bench_trainer.py --cells 64
 	$(BIN)/python benchmarks/bench_suite.py --cells 100 --json results/bench-jiang2024.json
-	$(BIN)/python benchmarks/bench_suite.py --suite li2023 --cells 40 --json results/bench-li2023.json
+	$(BIN)/python benchmarks/bench_suite.py --suite li2023 --cells 100 --json results/bench-li2023.json
 	$(BIN)/python benchmarks/bench_suite.py --suite wu2023 --cells 40 --json results/bench-wu2023.json
 	$(BIN)/python benchmarks/bench_estimate.py --check --json results/bench-estimate.json
 	$(BIN)/python benchmarks/bench_trackers.py --check --json results/bench-trackers.json
