@@ -47,7 +47,7 @@ interval excludes), and the exponent of the width that reaches the loss target i
 
 Measured at cpu scale (N = 4 … 32, d = 32, widths 2 … 1024, 4 repeats; 9.4 min; a run widened to
 4096 took 27.5 min and gave the same thresholds): the lazy width sits at ≈ 250 … 1000 for every N,
-k = 0.13 [−0.35, 0.61] (τ₀ = d_m^−1/2) and 0.56 [0.38, 0.76] (d_m^−1) — each interval excludes N,
+k = 0.13 [−0.37, 0.62] (τ₀ = d_m^−1/2) and 0.56 [0.38, 0.75] (d_m^−1) — each interval excludes N,
 N² and N³; every run with d_m ≥ 8 reaches L_T/L₀ < 10⁻⁶. In simulation at the run's own noise the
 estimator is unbiased (k = 0, 0.5, 1, 2, 3 read back as −0.03, 0.48, 1.07, 1.95, 3.18 over 6 draws
 each) with a spread of ≈ 0.4.
