@@ -1,8 +1,10 @@
 """The documentation pages, generated: one page per paper (every experiment's command, regime,
 description, figure, assumptions and measured verdicts) and a field reference of every part.
 
-The verdicts come from result files committed under ``docs/results/ID/`` (``verdict.json`` and
-the experiment's main figure), copied there from a finished run by :func:`collect`; everything
+The verdicts come from result files committed under ``docs/results/ID/`` (``verdict.json``, the
+run's ``spec.json`` and the experiment's main figure), copied there from a finished run by
+:func:`collect`; a page says where a committed run's spec is not the code's spec of its scale
+(:func:`design_changes`: the design changed since, or the run was made with overrides); everything
 else comes from the code (the registry, each experiment's ``assumptions``, each part's config),
 so an assumption is written once, in its experiment, and shown in its report and on its page.
 :func:`build` renders the pages from those files alone, without rerunning anything, and
@@ -39,8 +41,9 @@ def paper_of(exp_id: str) -> str:
 
 
 def collect(run_dir: Path, docs: Path) -> list[str]:
-    """Copy each experiment's ``verdict.json`` and main figure (its first PNG by name) from
-    ``run_dir``/ID (a ``reproduce all`` directory) into ``docs``/results/ID; returns the ids."""
+    """Copy each experiment's ``verdict.json``, ``spec.json`` and main figure (its first PNG by
+    name) from ``run_dir``/ID (a ``reproduce all`` directory) into ``docs``/results/ID; returns
+    the ids."""
     from attnlab.engine.store import atomic_write_bytes
     from attnlab.experiments import registry
 
@@ -53,6 +56,9 @@ def collect(run_dir: Path, docs: Path) -> list[str]:
         dst.mkdir(parents=True, exist_ok=True)
         verdict = json.loads((src / "verdict.json").read_text())
         atomic_write_bytes(dst / "verdict.json", (json.dumps(verdict, indent=2, ensure_ascii=False) + "\n").encode())
+        (dst / "spec.json").unlink(missing_ok=True)
+        if (src / "spec.json").is_file():
+            atomic_write_bytes(dst / "spec.json", (src / "spec.json").read_bytes())
         for old in dst.glob("*.png"):
             old.unlink()
         pngs = sorted(src.glob("*.png"))
@@ -95,6 +101,32 @@ def stale(docs: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------- pages
+
+
+def design_changes(docs: Path, exp_id: str, scale: str) -> list[str] | None:
+    """The fields (dotted) in which the committed run's ``spec.json`` differs from the code's spec
+    of ``scale`` now: empty when it is that spec, None when no spec is committed."""
+    from attnlab.experiments import get
+
+    path = docs / RESULTS / exp_id / "spec.json"
+    if not path.is_file():
+        return None
+    ran = _flat(json.loads(path.read_text()))
+    now = _flat(json.loads(json.dumps(get(exp_id).spec(scale).model_dump())))
+    return sorted(k for k in ran.keys() | now.keys() if ran.get(k, _MISSING) != now.get(k, _MISSING))
+
+
+_MISSING = object()
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _cell(text) -> str:
@@ -150,6 +182,16 @@ def _paper_page(paper: str, title: str, exps: dict, docs: Path) -> str:
             f"`{v.get('command', '')}`: {v['cells']} cells, {fmt_duration(v.get('runtime_s'))} "
             f"({v.get('provenance', {}).get('git_sha', '?')[:12]}); {_tally(v)}."
         )
+        changed = design_changes(docs, exp_id, v["scale"])
+        if changed:
+            fields = ", ".join(f"`{k}`" for k in changed[:8]) + (
+                f" and {len(changed) - 8} more" if len(changed) > 8 else ""
+            )
+            lines += [
+                "",
+                f"**Not the current design:** this run's spec differs from the {v['scale']}-scale spec of the code "
+                f"in {fields}; rerun it and `attnlab docs --collect` it.",
+            ]
         if v["claims"]:
             lines += ["", "| claim | regime | measured | rule | verdict |", "|---|---|---|---|---|"]
             for c in v["claims"]:

@@ -67,3 +67,40 @@ def test_docs_check_fails_on_a_stale_page_and_docs_rewrites_it(tmp_path, monkeyp
     assert "cpu scale: 1 fail" in (target / "li2023.md").read_text()
     r = runner.invoke(app, ["docs", "--collect", str(tmp_path / "nothing")])
     assert r.exit_code == 2 and "no experiment directory with a verdict.json" in r.output
+
+
+def test_every_committed_spec_is_the_codes_spec_of_its_scale():
+    """A committed run made before its experiment's design changed is named on its page; none is
+    committed so (a stale entry once showed three claims as passes that the code reports as
+    descriptive)."""
+    committed = sorted((ROOT / "docs" / "results").glob("*/spec.json"))
+    assert committed  # wu2023-width's at least: the check is not vacuous
+    for path in committed:
+        exp_id = path.parent.name
+        scale = json.loads((path.parent / "verdict.json").read_text())["scale"]
+        assert docs.design_changes(ROOT / "docs", exp_id, scale) == [], exp_id
+
+
+def test_a_run_whose_spec_is_not_the_scales_is_named_on_its_page(tmp_path):
+    run = fake_run(tmp_path / "run", "jiang2024-fig3")
+    spec = get("jiang2024-fig3").spec("cpu").model_dump()
+    (run / "spec.json").write_text(json.dumps(spec))
+    docs.collect(run.parent, tmp_path / "docs")
+    assert (tmp_path / "docs" / "results" / "jiang2024-fig3" / "spec.json").is_file()
+    assert docs.design_changes(tmp_path / "docs", "jiang2024-fig3", "cpu") == []
+    assert "Not the current design" not in docs.build(tmp_path / "docs")["jiang2024.md"]
+
+    spec["reps"] += 1
+    spec["data"] = spec["data"] | {"d": 7}
+    (run / "spec.json").write_text(json.dumps(spec))
+    docs.collect(run.parent, tmp_path / "docs")
+    assert docs.design_changes(tmp_path / "docs", "jiang2024-fig3", "cpu") == ["data.d", "reps"]
+    page = docs.build(tmp_path / "docs")["jiang2024.md"]
+    assert (
+        "**Not the current design:** this run's spec differs from the cpu-scale spec of the code in `data.d`, `reps`"
+        in page
+    )
+
+    (run / "spec.json").unlink()  # a run without one: nothing to check, and no stale spec left behind
+    docs.collect(run.parent, tmp_path / "docs")
+    assert docs.design_changes(tmp_path / "docs", "jiang2024-fig3", "cpu") is None
