@@ -105,7 +105,9 @@ def stale(docs: Path) -> list[str]:
 
 def design_changes(docs: Path, exp_id: str, scale: str) -> list[str] | None:
     """The fields (dotted) in which the committed run's ``spec.json`` differs from the code's spec
-    of ``scale`` now: empty when it is that spec, None when no spec is committed."""
+    of ``scale`` now: empty when it is that spec, None when no spec is committed. A field the code
+    added after the run is not counted (its default is taken to keep the earlier behaviour); one
+    it dropped is."""
     from attnlab.experiments import get
 
     path = docs / RESULTS / exp_id / "spec.json"
@@ -113,7 +115,7 @@ def design_changes(docs: Path, exp_id: str, scale: str) -> list[str] | None:
         return None
     ran = _flat(json.loads(path.read_text()))
     now = _flat(json.loads(json.dumps(get(exp_id).spec(scale).model_dump())))
-    return sorted(k for k in ran.keys() | now.keys() if ran.get(k, _MISSING) != now.get(k, _MISSING))
+    return sorted(k for k in ran if now.get(k, _MISSING) != ran[k])
 
 
 _MISSING = object()

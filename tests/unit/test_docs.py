@@ -78,7 +78,8 @@ def test_every_committed_spec_is_the_codes_spec_of_its_scale():
     for path in committed:
         exp_id = path.parent.name
         scale = json.loads((path.parent / "verdict.json").read_text())["scale"]
-        assert docs.design_changes(ROOT / "docs", exp_id, scale) == [], exp_id
+        changed = docs.design_changes(ROOT / "docs", exp_id, scale)
+        assert changed == [], f"{exp_id} ran another design ({changed}): rerun it and `attnlab docs --collect` it"
 
 
 def test_a_run_whose_spec_is_not_the_scales_is_named_on_its_page(tmp_path):
@@ -92,6 +93,7 @@ def test_a_run_whose_spec_is_not_the_scales_is_named_on_its_page(tmp_path):
 
     spec["reps"] += 1
     spec["data"] = spec["data"] | {"d": 7}
+    spec["train"] = {k: v for k, v in spec["train"].items() if k != "lr"}  # a field added since: not counted
     (run / "spec.json").write_text(json.dumps(spec))
     docs.collect(run.parent, tmp_path / "docs")
     assert docs.design_changes(tmp_path / "docs", "jiang2024-fig3", "cpu") == ["data.d", "reps"]
