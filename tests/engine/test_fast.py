@@ -5,6 +5,7 @@ parameters. A fast path must give the plain path's numbers, never other ones."""
 import numpy as np
 import pytest
 
+from attnlab.engine import grid
 from attnlab.experiments.jiang2024 import tiny_cell
 from helpers import assert_same, bucket_of, cell_of, run_bucket, run_reference, use_part
 
@@ -123,3 +124,19 @@ def test_a_part_derived_with_its_own_apply_never_trains_the_parents_fast_path(mo
     np.testing.assert_allclose(on["metrics"]["train_loss"], off["metrics"]["train_loss"], rtol=1e-12)
     parent = run_reference(tiny_cell(**BASE, N=4, fast=True))
     assert abs(float(on["metrics"]["train_loss"]) - float(parent["metrics"]["train_loss"])) > 1e-3
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "vmap"])
+def test_a_fast_compile_trains_the_same_cells_to_rounding(strategy):
+    """train.compile = fast compiles the cells' programs at XLA's lower LLVM effort: the same
+    numbers to float64 rounding and the same random draws, under another id; the default is left
+    out of a cell (earlier cells keep their ids)."""
+    usual = cells(True)
+    quick = [c | {"train.compile": "fast"} for c in usual]
+    a = run_bucket(usual, pads={"data.N": 8}, strategy=strategy)
+    b = run_bucket(quick, pads={"data.N": 8}, strategy=strategy)
+    for i in range(len(GRID)):
+        assert_same(cell_of(a, i), cell_of(b, i), rtol=1e-10, atol=1e-12)
+    assert "train.compile" not in usual[0]
+    assert grid.cell_id(quick[0]) != grid.cell_id(usual[0]) and grid.seed_id(quick[0]) == grid.seed_id(usual[0])
+    assert bucket_of(quick)[0].train_config(bucket_of(quick)[1]).xla_options == (("xla_backend_optimization_level", 1),)

@@ -55,9 +55,10 @@ def cell_id(cell: dict[str, Any]) -> str:
 
 
 # Fields that choose how a cell is computed, not what: they change its id (the numbers may differ
-# in rounding) but not its random draws, which are those of the cell at the default value.
-# ``train.init_from`` is where the starting parameters are read; what they are is init_sha256.
-HOW = {"train.fast": True, "train.init_from": ""}
+# in rounding) but not its random draws, which are those of the cell at the default value (None:
+# a cell leaves the field out at its default). ``train.init_from`` is where the starting
+# parameters are read; what they are is init_sha256.
+HOW = {"train.fast": True, "train.init_from": "", "train.compile": None}
 
 
 def seed_id(cell: dict[str, Any]) -> str:
@@ -67,7 +68,8 @@ def seed_id(cell: dict[str, Any]) -> str:
     differ only in their model or recipe share every draw (common random numbers)."""
     if cell.get("train.draws") == "common":
         return cell_id({k: v for k, v in cell.items() if k.startswith("data.") or k in KEY_ONLY})
-    return cell_id({**cell, **{k: v for k, v in HOW.items() if k in cell}})
+    at_default = {k: v for k, v in HOW.items() if k in cell}
+    return cell_id({k: v for k, v in {**cell, **at_default}.items() if v is not None or k not in HOW})
 
 
 def cell_key(cid: str) -> np.ndarray:

@@ -3,6 +3,7 @@ the programs kept per process, and the persistent compile cache."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -161,8 +162,9 @@ def programs(problem: Problem, cfg: TrainConfig) -> _Programs:
         c = advance(c, fixed, data, v1, cfg.max_steps + 1)
         return jax.tree.map(lambda x: x[0], finish(c["cells"], fixed, data, v1, c["k"]))
 
-    sequential = jax.jit(lambda v, shared: jax.lax.map(lambda v1: one_cell(v1, shared), v))
-    return _Programs(jax.jit(begin), jax.jit(advance), jax.jit(finish), sequential)
+    jit = functools.partial(jax.jit, compiler_options=dict(cfg.xla_options) or None)
+    sequential = jit(lambda v, shared: jax.lax.map(lambda v1: one_cell(v1, shared), v))
+    return _Programs(jit(begin), jit(advance), jit(finish), sequential)
 
 
 # A judged step of a mini-batch run first screens the training set (per_cell.surely_above) and

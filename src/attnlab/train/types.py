@@ -136,6 +136,7 @@ class TrainConfig:
     log_steps: tuple[int, ...] = ()
     array_log_steps: tuple[int, ...] = ()
     save_params: bool = False
+    xla_options: tuple[tuple[str, Any], ...] = ()  # XLA compiler options of the programs (Recipe.compile)
 
     def __post_init__(self):
         if self.max_steps < 0:
