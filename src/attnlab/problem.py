@@ -131,12 +131,8 @@ class Recipe(PartConfig):
     def _dump(self, handler):
         """A cell without init_from has neither field, so every earlier cell keeps its id."""
         d = handler(self)
-        for name, default in (
-            ("reduction", "mean"),
-            ("draws", "cell"),
-            ("compile", "default"),
-        ):  # defaults left out of a cell's id,
-            if d.get(name) == default:  # so earlier cells keep theirs
+        for name, default in (("reduction", "mean"), ("draws", "cell"), ("compile", "default")):
+            if d.get(name) == default:  # a default left out of a cell, so earlier cells keep their ids
                 d.pop(name, None)
         if not self.init_from:
             d.pop("init_from", None)
