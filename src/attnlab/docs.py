@@ -115,10 +115,7 @@ def design_changes(docs: Path, exp_id: str, scale: str) -> list[str] | None:
         return None
     ran = _flat(json.loads(path.read_text()))
     now = _flat(json.loads(json.dumps(get(exp_id).spec(scale).model_dump())))
-    return sorted(k for k in ran if now.get(k, _MISSING) != ran[k])
-
-
-_MISSING = object()
+    return sorted(k for k in ran if k not in now or now[k] != ran[k])
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
