@@ -84,8 +84,7 @@ def load(out: Path | str, format: str = "pandas", traces: str = "wide"):
     row per cell × logged step, with ``step`` and every trace aligned with it as a number (the
     cell's other columns repeated; list columns on another schedule, such as array probes, stay
     lists)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from attnlab.experiments.pipeline import results_table
 
     _format(format)
     if traces not in TRACES:
@@ -95,11 +94,19 @@ def load(out: Path | str, format: str = "pandas", traces: str = "wide"):
         parts = Path(out, "parts")
         hint = " (parts/ is there: rerun the same command to finish and assemble it)" if parts.is_dir() else ""
         raise AttnlabError(f"{out}: no results.parquet{hint}")
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as e:
-        raise AttnlabError(f"{path}: cannot read ({e})") from None
+    table = results_table(out, _verdict_of(out))
     return _as(_long(table) if traces == "long" else table, format)
+
+
+def _verdict_of(out: Path | str) -> dict | None:
+    """A results directory's verdict (for the command that rebuilds it), or None."""
+    import json
+
+    try:
+        verdict = json.loads(Path(out, "verdict.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return verdict if isinstance(verdict, dict) else None
 
 
 def _long(table):
@@ -199,6 +206,13 @@ def connect(out: Path | str):
     parts = Store(out)._part_files()
     if not results.is_file() and not parts:
         raise AttnlabError(f"{out}: not a results directory (no results.parquet and no parts/*.parquet)")
+    from attnlab.engine.store import read_table
+    from attnlab.experiments.pipeline import results_table
+
+    if results.is_file():  # DuckDB checks no page checksums: a damaged file is found first, named, and not read
+        results_table(out, _verdict_of(out))
+    for p in parts:
+        read_table(Path(p), ". Rerunning the run's command moves a damaged part aside and trains its cells again")
     con = duckdb.connect()
     try:
         if results.is_file():

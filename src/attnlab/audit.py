@@ -45,6 +45,7 @@ from attnlab.errors import AttnlabError
 from attnlab.rules import clopper_pearson
 
 MAX_FALSE_PASS, MIN_POWER, MAX_FALSE_FAIL = 0.05, 0.8, 0.05
+MAX_SIMS = 10_000  # a rate's 95 % interval is ±0.01 at most there: more simulations change no flag
 
 
 @dataclass(frozen=True)
@@ -184,8 +185,8 @@ def audit(
     design: Design | None = getattr(exp, "audit", None)
     if design is None:
         raise AttnlabError(f"{exp.id}: no audit design declared yet (its claims have no simulator of their inputs)")
-    if sims < 1:
-        raise AttnlabError(f"--sims: must be at least 1, got {sims}")
+    if not 1 <= sims <= MAX_SIMS:
+        raise AttnlabError(f"--sims: must be 1 to {MAX_SIMS:,}, got {sims:,}")
     noise, noise_source = dict(design.noise), design.noise_source
     if stored is not None and design.plug_in is not None:
         noise, noise_source = design.plug_in(stored, spec), "plug-in from the stored run (--from)"

@@ -376,9 +376,9 @@ def load_entry_point(ep) -> None:
     module that registers its own when imported. A broken one is one error naming it."""
     try:
         obj = ep.load()
-    except Exception as e:  # noqa: BLE001 — a broken package must name itself, not crash every command
+    except (Exception, SystemExit) as e:  # noqa: BLE001 — a broken package must name itself, not crash every command
         raise AttnlabError(
-            f"entry point {ep.group} {ep.name!r} ({ep.value}) does not load: {type(e).__name__}: {e}"
+            f"entry point {ep.group} {ep.name!r} ({ep.value}) does not load: {import_failure(ep.module, e)}"
         ) from None
     if isinstance(obj, type(sys)):
         return
@@ -445,13 +445,40 @@ def _import(module: str):
     return importlib.import_module(module)
 
 
+def import_failure(module: str, e: BaseException) -> str:
+    """What went wrong importing a user's ``module``, in one line: the exception and where it was
+    raised in the user's own code (file:line, the deepest frame outside Python's import machinery
+    and attnlab), or where Python could not parse it."""
+    import traceback
+
+    where = ""
+    if isinstance(e, SyntaxError) and e.filename:
+        where = f"{e.filename}:{e.lineno}"
+    else:
+        machinery = (str(Path(__file__).resolve().parent), str(Path(importlib.__file__).resolve().parent))
+        frames = [
+            f
+            for f in traceback.extract_tb(e.__traceback__)
+            if not f.filename.startswith("<") and not str(Path(f.filename).resolve()).startswith(machinery)
+        ]
+        if frames:
+            where = f"{frames[-1].filename}:{frames[-1].lineno}" + (f" ({frames[-1].line})" if frames[-1].line else "")
+    if isinstance(e, ModuleNotFoundError) and e.name == module.partition(".")[0] and not where:
+        return f"no module named {module!r} on sys.path, in the spec's directory or in {os.getcwd()}"
+    return f"importing {module!r} raised {type(e).__name__}: {e}" + (f", at {where}" if where else "")
+
+
 @functools.cache
 def _plugin(kind: str, name: str):
     module, _, attr = name.partition(":")
     try:
-        obj = getattr(_import(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise AttnlabError(f"{kind}.name: cannot load the plugin {name!r} ({type(e).__name__}: {e})") from None
+        loaded = _import(module)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - any error in a user's module is theirs to see, in one line
+        raise AttnlabError(f"{kind}.name: cannot load the plugin {name!r}: {import_failure(module, e)}") from None
+    try:
+        obj = getattr(loaded, attr)
+    except AttributeError:
+        raise AttnlabError(f"{kind}.name: the module {module!r} has no attribute {attr!r} (plugin {name!r})") from None
     if kind_of(obj) != kind:
         raise AttnlabError(f"{kind}.name: {name!r} is a {type(obj).__name__}, not a {kind} part")
     _ORIGIN[(kind, name)] = module

@@ -110,11 +110,17 @@ _TALLY = """{% macro tally(claims) %}{% if claims %}<span class="tally">
 {% for o in outcomes %}{% set n = claims|selectattr("outcome", "equalto", o)|list|length %}
 {% if n %}<span class="badge {{ o }}">{{ n }} {{ o }}</span>{% endif %}{% endfor %}</span>
 {% else %}<span class="muted">no claims</span>{% endif %}{% endmacro %}"""
-_HEAD = """<!doctype html>
+GENERATOR = '<meta name="generator" content="attnlab">'  # an existing page with it may be written over
+_HEAD = (
+    """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+"""
+    + GENERATOR
+    + """
 <link rel="icon" href="data:,">
-"""  # a page's title and style follow
+"""
+)  # a page's title and style follow
 
 TEMPLATE = _env.from_string(
     _BADGE

@@ -36,15 +36,32 @@ INSTALL = 'pip install -c constraints.txt -e ".[track]"'
 TB_DIR = "tb"
 
 
-def check(trackers: Sequence[str]) -> None:
-    """Unknown names and missing packages, reported before anything runs."""
+WANDB_MODES = ("offline", "online", "shared", "disabled", "dryrun", "run")  # what wandb.init accepts
+WANDB_DIR = "wandb"
+
+
+def check(trackers: Sequence[str], out: Path | None = None) -> None:
+    """Everything a tracker export needs, checked before anything runs: known names, installed
+    packages, a valid ``WANDB_MODE``, and (given the results directory ``out``) a place to write:
+    ``out``/tb and ``out``/wandb must be directories or not exist yet."""
     import importlib.util
+
+    from attnlab.engine.guard import check_output_dir
 
     for name in trackers:
         if name not in TRACKERS:
             raise AttnlabError(f"--log: unknown tracker {name!r}; available: {', '.join(TRACKERS)}")
         if importlib.util.find_spec(name) is None:
             raise AttnlabError(f"--log {name}: {name} is not installed; install the optional extra: {INSTALL}")
+        if name == "wandb":
+            mode = os.environ.get("WANDB_MODE", "offline")
+            if mode not in WANDB_MODES:
+                raise AttnlabError(
+                    f"--log wandb: WANDB_MODE={mode!r} is not a W&B mode; valid: {', '.join(WANDB_MODES)} "
+                    "(unset it for an offline run)"
+                )
+        if out is not None:
+            check_output_dir(Path(out) / (TB_DIR if name == "tensorboard" else WANDB_DIR), f"--log {name}:")
 
 
 _WARMING: dict[str, threading.Thread] = {}
@@ -77,7 +94,7 @@ def warm(trackers: Sequence[str]) -> None:
 def export(out: Path, trackers: Sequence[str]) -> dict[str, Path]:
     """Export the results directory ``out`` (verdict.json, spec.json, results.parquet) to each
     tracker; returns where each wrote."""
-    check(trackers)
+    check(trackers, Path(out))
     for name in trackers:  # a warm-up still running is waited for (its failure shows in the export)
         if name in _WARMING:
             _WARMING[name].join()
@@ -96,14 +113,14 @@ class _Run:
 
     @classmethod
     def read(cls, out: Path) -> _Run:
-        import pyarrow.parquet as pq
+        from attnlab.experiments.pipeline import results_table
 
         try:
             verdict = json.loads((out / "verdict.json").read_text())
             spec = json.loads((out / "spec.json").read_text())
-            table = pq.read_table(out / "results.parquet")
         except (OSError, ValueError) as e:
             raise AttnlabError(f"--log: {out} is not a finished results directory ({e})") from None
+        table = results_table(out, verdict)
         drop = [c for c in table.column_names if c.startswith("array_") or c == "params_npz"]
         return cls(out, verdict, spec, table.drop_columns(drop).to_pylist())
 

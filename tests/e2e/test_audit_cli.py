@@ -45,7 +45,7 @@ def test_audit_bad_input_is_one_clear_error(tmp_path, smoke):
     cases = [
         (["jiang2024-fig1", "--controls"], "--controls: jiang2024-fig1 declares no controls"),
         (["nope"], "experiment: unknown id 'nope'"),
-        (["jiang2024-fig1", "--sims", 0], "--sims: must be at least 1"),
+        (["jiang2024-fig1", "--sims", 0], "--sims: must be 1 to 10,000"),
         (["jiang2024-fig1", "--scale", "huge"], "--scale: unknown 'huge'"),
         (["jiang2024-fig3", "--from", smoke("jiang2024-fig1").out], "holds jiang2024-fig1, not jiang2024-fig3"),
         (["jiang2024-fig1", "--from", tmp_path], "not a results directory"),

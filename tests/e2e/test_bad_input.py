@@ -120,7 +120,7 @@ CASES = [
     (["bench", "--suite", "nope"], None, "--suite: unknown 'nope'"),
     (["bench", "--cells", "0"], None, "--cells: must be ≥ 1"),
     (["bench", "--scale", "huge"], None, "--scale: unknown 'huge'"),
-    (["audit", "jiang2024-fig1", "--sims", "0", "--out", "{out}"], None, "--sims: must be at least 1"),
+    (["audit", "jiang2024-fig1", "--sims", "0", "--out", "{out}"], None, "--sims: must be 1 to 10,000"),
     (["audit", "jiang2024-fig1", "--from", "{out}"], "empty-dir", "verdict.json"),
     (
         ["reproduce", "jiang2024-fig1", "--scale", "smoke", "--out", "{out}", "--set", "init_scal=16"],

@@ -140,7 +140,7 @@ def write_bad(d, what):
         ("unknown experiment", "verdict.json: experiment: unknown id 'nope-fig9'"),
         ("no spec", "bad: no spec.json beside verdict.json"),
         ("bad spec", "spec.json: invalid spec: reps: Input should be greater than 0"),
-        ("no results", "results.parquet: cannot read"),
+        ("no results", "results.parquet: not found. Its parts rebuild it without training: rerun `attnlab"),
     ],
 )
 def test_a_bad_dir_is_one_clear_error_and_nothing_is_written(runs, tmp_path, what, needle):
@@ -171,7 +171,17 @@ def test_index_must_not_overwrite_a_results_file(runs, tmp_path):
     a, _ = copy_run(runs, "fig1", tmp_path / "a")
     before = files_of(tmp_path)
     r = invoke("report", a, "--index", a / "report.html")
-    assert r.exit_code == 2 and "would overwrite a results file" in r.output
+    assert r.exit_code == 2 and "would overwrite the report of a directory rebuilt here" in r.output
+    part = next((a / "parts").glob("part-*.parquet"))
+    for stored in ("results.parquet", "store.json", "spec.json", "verdict.json", part.relative_to(a)):
+        r = invoke("report", a, "--index", a / stored)
+        assert r.exit_code == 2 and "is stored data of the run in" in r.output, r.output
+    r = invoke("report", a, "--index", a / "parts" / "index.html")  # a new file inside the parts
+    assert r.exit_code == 2 and "is stored data of the run in" in r.output, r.output
+    (tmp_path / "notes.html").write_text("mine")  # someone's own file is never replaced
+    before = files_of(tmp_path)
+    r = invoke("report", a, "--index", tmp_path / "notes.html")
+    assert r.exit_code == 2 and "a file attnlab did not write is there" in r.output, r.output
     r = invoke("report", a, "--index", tmp_path)
     assert r.exit_code == 2 and "is a directory" in r.output
     assert files_of(tmp_path) == before

@@ -101,7 +101,7 @@ def test_an_experiment_without_a_design_and_bad_sims_are_clear_errors():
     bare = type("Bare", (), {"id": "bare", "audit": None})()
     with pytest.raises(AttnlabError, match="bare: no audit design declared yet"):
         audit.audit(bare, None, "cpu", sims=2)
-    with pytest.raises(AttnlabError, match="--sims: must be at least 1"):
+    with pytest.raises(AttnlabError, match="--sims: must be 1 to 10,000"):
         audit.audit(Toy(SIGN, gain_at(10), H1, H0), None, "smoke", sims=0)
 
 

@@ -32,14 +32,14 @@ def fake_run(root: Path, exp_id: str, outcome: str = "pass") -> Path:
     }
     verdict = {"experiment": exp_id, "scale": "cpu", "cells": 800, "runtime_s": 27.0, "command": "c", "claims": [claim]}
     (d / "verdict.json").write_text(json.dumps(verdict))
-    (d / "b.png").write_bytes(b"b")
-    (d / "a.png").write_bytes(b"a")
+    (d / "b.png").write_bytes(docs.PNG + b"b")
+    (d / "a.png").write_bytes(docs.PNG + b"a")
     return d
 
 
 def test_collect_copies_verdicts_and_the_main_figure_and_build_renders_them(tmp_path):
     fake_run(tmp_path / "run", "jiang2024-fig1")
-    assert docs.collect(tmp_path / "run", tmp_path / "docs") == ["jiang2024-fig1"]
+    assert docs.collect(tmp_path / "run", tmp_path / "docs") == (["jiang2024-fig1"], [])
     got = sorted(p.name for p in (tmp_path / "docs" / "results" / "jiang2024-fig1").iterdir())
     assert got == ["a.png", "verdict.json"]
     page = docs.build(tmp_path / "docs")["jiang2024.md"]

@@ -50,8 +50,12 @@ def bench_cmd(
     import json
 
     from attnlab.bench import report, runner
+    from attnlab.engine.guard import check_output_file
+    from attnlab.engine.store import atomic_write_bytes
 
     try:
+        if json_path is not None:  # checked before the benchmark runs, not after
+            check_output_file(json_path, "--json", marker='"suite"')
         result = runner.run_suite(
             suite,
             cells,
@@ -67,6 +71,5 @@ def bench_cmd(
         raise fail(e) from None
     report.render(result, out)
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(result, indent=2))
+        atomic_write_bytes(json_path, json.dumps(result, indent=2).encode())
         out.print(f"json: {json_path.resolve()}", highlight=False, soft_wrap=True, markup=False)

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from attnlab.cli.common import MAX_ROWS, app, fail, out
+from attnlab.cli.common import MAX_ROWS, app, err, fail, out
 from attnlab.errors import AttnlabError
 
 
@@ -34,6 +34,7 @@ def report_cmd(
     import os
 
     from attnlab import report
+    from attnlab.engine.guard import check_output_file
     from attnlab.experiments.pipeline import load_results, rebuild
 
     try:
@@ -47,9 +48,11 @@ def report_cmd(
         if index is not None:
             if index.is_dir():
                 raise AttnlabError(f"--index {index}: is a directory (give a file name, e.g. {index / 'index.html'})")
-            own = {"report.html", "verdict.json", "spec.json", "results.parquet", "store.json"}
-            if index.name in own and any(index.resolve().parent == s.out.resolve() for s in stored):
-                raise AttnlabError(f"--index {index}: would overwrite a results file; use e.g. index.html")
+            if any(index.resolve() == (s.out / "report.html").resolve() for s in stored):
+                raise AttnlabError(
+                    f"--index {index}: would overwrite the report of a directory rebuilt here; use e.g. index.html"
+                )
+            check_output_file(index, "--index", marker=report.GENERATOR)
         verdicts = [rebuild(s) for s in stored]
         if index is not None:
             try:
@@ -135,8 +138,11 @@ def docs_cmd(
     """Build the documentation pages (one per paper, and the field reference) from the code and the
     result files committed under DOCS/results/."""
     from attnlab import docs
+    from attnlab.engine.guard import check_output_dir
 
+    skipped: list[str] = []
     try:
+        check_output_dir(docs_dir, "--docs")
         if check:
             old = docs.stale(docs_dir)
             if old:
@@ -144,9 +150,13 @@ def docs_cmd(
             out.print(f"{docs_dir}: every page up to date", highlight=False)
             return
         if collect is not None:
-            ids = docs.collect(collect, docs_dir)
+            ids, skipped = docs.collect(collect, docs_dir)
             out.print(f"collected {len(ids)} runs from {collect}", highlight=False)
+            for why in skipped:
+                err.print(f"error: {why}", highlight=False, soft_wrap=True, markup=False)
         for path in docs.write(docs_dir):
             out.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
     except AttnlabError as e:
         raise fail(e) from None
+    if skipped:
+        raise fail(f"{len(skipped)} run(s) not collected (above); the pages show their committed entries", 1)

@@ -28,7 +28,7 @@ from attnlab.cli.common import (
 from attnlab.errors import AttnlabError
 from attnlab.experiments import get, registry
 from attnlab.experiments.base import SCALES
-from attnlab.experiments.pipeline import reproduce
+from attnlab.experiments.pipeline import check_target, reproduce
 
 
 @app.command("list")
@@ -74,14 +74,16 @@ def reproduce_cmd(
     from attnlab.fmt import fmt_text
 
     if exp_id == "all":
-        return _reproduce_all(scale, out_dir, only, sets or [], executor, quiet, force, dry_run, estimate, jobs)
+        return _reproduce_all(scale, out_dir, only, sets or [], executor, quiet, force, dry_run, estimate, jobs, log)
     if only is not None or jobs != 1:
         raise fail(f"{'--only' if only is not None else '--jobs'}: applies to `reproduce all`; give all as the id")
     try:
         exp = get(exp_id)
-        if dry_run:
-            return _print_plan(exp, exp.spec(scale, sets or [], config), estimate)
         target = out_dir or Path("results") / f"{exp_id}-{scale}"
+        if dry_run:
+            spec = exp.spec(scale, sets or [], config)
+            check_target(exp, spec, scale, target, log or [])  # what the run would refuse, it refuses
+            return _print_plan(exp, spec, estimate)
         verdict = reproduce(
             exp,
             scale,
@@ -120,7 +122,7 @@ def reproduce_cmd(
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
 
 
-def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, estimate, jobs=1) -> None:
+def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, estimate, jobs=1, log=None) -> None:
     """Every experiment of ``attnlab list`` (or of one paper, ``--only``) at ``scale``, each with its
     own spec, into ``out_dir``/ID (default results/all-SCALE), in the list's order (by paper, so ids
     that share buckets run close together and reuse compiled programs through the persistent
@@ -149,6 +151,13 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
     if not exps:
         papers = sorted({i.split("-", 1)[0] for i in registry()})
         raise fail(f"--only: no experiment of {only!r}; papers: {', '.join(papers)}")
+    log = list(log or [])
+    try:  # where every id and the index would write, checked before any id runs
+        _check_all_root(root)
+        for exp_id, exp in exps.items():
+            check_target(exp, exp.spec(scale), scale, root / exp_id, log)
+    except AttnlabError as e:
+        raise fail(e) from None
     done, failed, rows, t0 = {}, [], {}, time.perf_counter()
 
     def landed(exp_id: str, v: dict) -> None:
@@ -181,11 +190,14 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
     elif jobs == 1:
         for exp_id, exp in exps.items():
             try:
-                landed(exp_id, reproduce(exp, scale, root / exp_id, executor=executor, progress=not quiet, force=force))
+                verdict = reproduce(
+                    exp, scale, root / exp_id, executor=executor, progress=not quiet, force=force, log=log
+                )
+                landed(exp_id, verdict)
             except AttnlabError as e:
                 lost(exp_id, str(e))
     else:
-        _in_processes(list(exps), scale, root, executor, force, jobs, landed, lost)
+        _in_processes(list(exps), scale, root, executor, force, jobs, landed, lost, log)
     if done:
         order = [i for i in exps if i in done]
         index = report.write_index(root / "index.html", [done[i] for i in order])
@@ -213,7 +225,26 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
         raise fail(f"{len(failed)} experiment(s) did not run: {', '.join(failed)}", 1)
 
 
-def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -> None:
+def _check_all_root(root: Path) -> None:
+    """``reproduce all``'s directory takes one results directory per id, its index page, summary and
+    logs: it is not itself a run's, and its index, summary and logs are attnlab's or not there yet."""
+    from attnlab.engine.guard import check_output_dir, check_output_file, inside_parts, is_results_dir, recorded_owner
+    from attnlab.report import GENERATOR
+
+    if inside_parts(root) is not None or is_results_dir(root):
+        owner = recorded_owner(root)
+        raise AttnlabError(
+            f"--out {root}: "
+            + (f"holds the results of {owner}" if owner else "is (or is inside) a run's results directory")
+            + "; reproduce all writes one directory per id under --out: give another directory"
+        )
+    check_output_dir(root, "--out")
+    check_output_dir(root / "logs", "--out")
+    check_output_file(root / "index.html", "--out", marker=GENERATOR)
+    check_output_file(root / "summary.json", "--out", marker='"ids"')
+
+
+def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost, trackers=()) -> None:
     """``attnlab reproduce ID`` for each id in a child process, ``jobs`` at a time, started in the
     order given; ``landed(id, verdict)`` or ``lost(id, why)`` as each ends. Interrupted (Ctrl-C,
     or SIGTERM as a batch system sends), the children are stopped: each resumes on a rerun."""
@@ -251,6 +282,7 @@ def _in_processes(ids, scale, root: Path, executor, force, jobs, landed, lost) -
                 exp_id = waiting.pop(0)
                 cmd = [sys.executable, "-m", "attnlab.cli", "reproduce", exp_id, "--scale", scale]
                 cmd += ["--out", str(root / exp_id), "--executor", executor, "--quiet", *(["--force"] if force else [])]
+                cmd += [a for name in trackers for a in ("--log", name)]
                 with (logs / f"{exp_id}.log").open("w") as log:  # the child holds its own descriptor
                     running[exp_id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             time.sleep(0.2)
@@ -344,7 +376,9 @@ def sweep_cmd(
     try:
         if dry_run:
             grid = UserGrid.of(spec_path)
-            return _print_plan(grid, grid.spec(SCALE, sets or []), estimate)
+            spec = grid.spec(SCALE, sets or [])
+            check_target(grid, spec, SCALE, target, log or [])
+            return _print_plan(grid, spec, estimate)
         verdict = sweep(
             spec_path, target, sets=sets or [], executor=executor, progress=not quiet, force=force, log=log or []
         )

@@ -3,7 +3,8 @@
     DIR/parts/part-<hash>.parquet   one file per finished chunk of cells (never rewritten)
     DIR/parts/damaged/              parts that could not be read, moved aside (never deleted)
     DIR/results.parquet             the cells of the current spec, one row each
-    DIR/store.json                  schema version of each family and the jax/jaxlib versions
+    DIR/store.json                  schema version of each family, the jax/jaxlib versions, and the run
+                                    the directory belongs to (:mod:`attnlab.engine.guard`)
 
 A part is written to a temporary name and renamed into place, so a crash leaves either a whole
 part or none; a rerun skips every cell id already in some part. Parts are only written by the
@@ -175,6 +176,18 @@ def _read_ids(path: str) -> list[str]:
     if len(ids) != meta.num_rows or ids.null_count:
         raise ValueError(f"{meta.num_rows} rows in the footer, {len(ids) - ids.null_count} ids")
     return [str(i) for i in ids.to_pylist()]
+
+
+def read_table(path: Path, repair: str = "") -> pa.Table:
+    """A whole Parquet file, its page checksums verified; a missing, damaged or unreadable file is
+    one :class:`AttnlabError` naming it, with ``repair`` (how to mend it) appended."""
+    try:
+        return pq.read_table(path, page_checksum_verification=True)
+    except FileNotFoundError:
+        raise AttnlabError(f"{path}: not found{repair}") from None
+    except Exception as e:  # bad bytes raise ArrowInvalid, OSError without errno, ValueError, ... by where they lie
+        why = _reason(e) if isinstance(e, OSError) and e.errno else str(e).strip().splitlines()[0] if str(e) else ""
+        raise AttnlabError(f"{path}: damaged or unreadable Parquet file ({why or type(e).__name__}){repair}") from None
 
 
 def _literal_glob(path: str) -> str:
@@ -381,6 +394,18 @@ class Store:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("schema", {}), dict):
             raise AttnlabError(f"{self.manifest_path} is not an attnlab store manifest; fix or delete it")
         return manifest
+
+    def claim(self, owner: dict) -> None:
+        """Record the run this directory belongs to (``{"experiment", "scale"[, "title"]}``) in the
+        manifest; a directory recorded as another run's is an error (:mod:`attnlab.engine.guard`
+        refuses it before a run starts; this is the last line of defence)."""
+        manifest = self.read_manifest() or {}
+        had = manifest.get("run")
+        if had == owner:
+            return
+        if had is not None:
+            raise AttnlabError(f"{self.out}: holds the results of {had}, not of {owner}; give another --out")
+        self._write_manifest(manifest | {"run": owner})
 
     def _write_manifest(self, manifest: dict) -> None:
         atomic_write_bytes(self.manifest_path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())

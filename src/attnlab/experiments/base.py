@@ -164,6 +164,12 @@ class Experiment:
         """Values common to every scale (the part names, the paper's protocol)."""
         return {}
 
+    def owner(self, spec, scale: str):
+        """Whom a results directory of a run of ``spec`` belongs to (:class:`attnlab.engine.guard.Owner`)."""
+        from attnlab.engine.guard import Owner
+
+        return Owner(self.id, scale)
+
 
 def rounded(x, digits: int = 4):
     """A JSON-friendly float (None for NaN/inf/None)."""

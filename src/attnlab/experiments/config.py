@@ -113,10 +113,21 @@ def check_values(spec: ExperimentSpec) -> None:
                 raise AttnlabError(f"{kind}.{k}: an empty list; a grid axis needs at least one value")
         first = {k: (v[0] if isinstance(v, list | tuple) else v) for k, v in table.items()}
         names = table.get("name") if isinstance(table.get("name"), list | tuple) else [first.get("name")]
+        if len(set(map(str, names))) < len(names):
+            raise AttnlabError(f"{kind}.name: the grid axis {list(names)} repeats a name; give each once")
         for name in names:
             for k, v in table.items():
+                seen: dict[str, Any] = {}
                 for x in v if isinstance(v, list | tuple) and k != "name" else [first[k]]:
-                    _validated(kind, name, first | {"name": name, k: x} if name else first | {k: x}, cache)
+                    typed = _validated(kind, name, first | {"name": name, k: x} if name else first | {k: x}, cache)
+                    key = json.dumps(typed, sort_keys=True, default=str)
+                    if key in seen:  # one rule for every axis, as for seeds: each value once
+                        raise AttnlabError(
+                            f"{kind}.{k}: the grid axis {list(v)} gives "
+                            + (f"the value {x!r} twice" if seen[key] == x else f"{seen[key]!r} and {x!r} the same cell")
+                            + "; give each value once"
+                        )
+                    seen[key] = x
 
 
 def expand(spec: ExperimentSpec, variants: list[tuple[dict, dict]] | None = None) -> list[dict]:

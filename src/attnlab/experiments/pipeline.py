@@ -78,6 +78,23 @@ def describe(cell: dict, spec: ExperimentSpec) -> str:
     return ", ".join(f"{k}={cell[k]}" for k in keys if k in cell)
 
 
+def check_unique(cells: list[dict], spec) -> list[str]:
+    """The cells' ids, each once: a grid that gives one cell twice (a repeated axis value, two values
+    that validate to the same, a variant equal to another) would train it once and count it twice in
+    every table, so it is refused, naming the cell."""
+    from attnlab.engine import grid
+
+    ids, seen = [grid.cell_id(c) for c in cells], {}
+    for i, cid in enumerate(ids):
+        if cid in seen:
+            raise AttnlabError(
+                f"the grid gives one cell twice ({describe(cells[i], spec)}): a grid axis repeats a value, or two "
+                "of its values mean the same; give each value once"
+            )
+        seen[cid] = i
+    return ids
+
+
 def reproduce(
     exp: Experiment,
     scale: str,
@@ -112,6 +129,7 @@ def dry_run(exp: Experiment, spec, estimate: bool = False) -> dict:
     from attnlab.engine.plan import Plan
 
     cells = exp.cells(spec)
+    check_unique(cells, spec)
     plan = Plan.of(cells, exp.tags, spec.memory_budget_gb * 1e9)
     buckets = []
     for b in plan.buckets:
@@ -151,26 +169,15 @@ def check_executor(executor: str) -> None:
         executors.import_ray()  # a missing optional extra is reported before anything is written
 
 
-RESULTS_MARKERS = ("store.json", "parts", "verdict.json", "results.parquet")
+def check_target(exp: Experiment, spec, scale: str, out: Path, log: Sequence[str] = ()) -> None:
+    """Everything about where a run writes, checked before anything is trained or written (a dry run
+    checks the same): ``out`` takes this run's results (:func:`attnlab.engine.guard.check_run_dir`)
+    and the trackers in ``log`` can write there (:func:`attnlab.trackers.check`)."""
+    from attnlab import trackers
+    from attnlab.engine.guard import check_run_dir
 
-
-def check_out(out: Path) -> None:
-    """An output directory is new, empty, or one attnlab wrote: a foreign non-empty directory is
-    refused, so results never mix with (or overwrite) someone else's files."""
-    if out.exists() and not out.is_dir():
-        raise AttnlabError(f"--out {out}: exists and is not a directory")
-    from attnlab.engine.store import is_temporary
-
-    # a run starting beside this one may have written only its first temporary file so far
-    if (
-        out.is_dir()
-        and any(not is_temporary(p) for p in out.iterdir())
-        and not any((out / m).exists() for m in RESULTS_MARKERS)
-    ):
-        raise AttnlabError(
-            f"--out {out}: a non-empty directory that is not an attnlab results directory (no store.json or "
-            "parts/); choose a new or empty directory"
-        )
+    check_run_dir(Path(out), exp.owner(spec, scale))
+    trackers.check(log, Path(out))
 
 
 def run_spec(
@@ -196,11 +203,10 @@ def run_spec(
     from attnlab.provenance import provenance, versions  # heavy imports only when a run happens
     from attnlab.train import COMPILE_TIME, default_strategy, enable_compile_cache
 
-    trackers.check(log)  # a missing tracker is reported before anything trains
+    out = Path(out)
+    check_target(exp, spec, scale, out, log)  # before anything trains
     trackers.warm(log)  # imported while the run trains
     enable_compile_cache()  # reruns and resumes skip compilation (off where $ATTNLAB_COMPILE_CACHE=off)
-    out = Path(out)
-    check_out(out)
     t0 = time.perf_counter()
     compiles = dict(COMPILE_TIME)
     store, trained = None, 0
@@ -212,6 +218,7 @@ def run_spec(
         nonlocal store, trained
         if not cells:
             raise AttnlabError("spec: the grid is empty")
+        ids = check_unique(cells, spec)
         plan = Plan.of(cells, exp.tags, spec.memory_budget_gb * 1e9)  # errors before anything is written
         if store is None:
             try:
@@ -220,8 +227,8 @@ def run_spec(
                 raise AttnlabError(f"--out {out}: cannot create ({e.strerror})") from None
             store = Store(out)
             store.check_compatible({"schema": plan.schema, **versions()}, force=force)
+            store.claim(exp.owner(spec, scale).as_json())
         trained += executors.run_cells(plan, store, executor=ex, progress=progress)
-        ids = [grid.cell_id(c) for c in cells]
         by_id = dict(zip(ids, cells, strict=True))
         return table_columns(store.assemble(ids, describe=lambda i: describe(by_id[i], spec), write=False))
 
@@ -291,19 +298,18 @@ def finish(
 
 @dataclass
 class Stored:
-    """A results directory as read back: its experiment, spec and verdict (results read later)."""
+    """A results directory as read back: its experiment, spec, verdict and results table."""
 
     out: Path
     exp: Experiment
     spec: ExperimentSpec
     verdict: dict
+    table: pa.Table
 
 
 def load_results(out: Path) -> Stored:
     """Read and check a results directory (verdict.json, spec.json, results.parquet) without
     writing anything, so that a bad directory among several stops a rebuild before any write."""
-    import pyarrow.parquet as pq
-
     from attnlab.experiments import get
 
     out = Path(out)
@@ -325,11 +331,20 @@ def load_results(out: Path) -> Stored:
         spec = exp.Spec.model_validate(_read_json(out / "spec.json"))
     except ValidationError as e:
         raise AttnlabError(f"{out / 'spec.json'}: {format_validation_error(e)}") from None
-    try:
-        pq.read_schema(out / "results.parquet")
-    except (OSError, pa.ArrowException) as e:
-        raise AttnlabError(f"{out / 'results.parquet'}: cannot read ({e})") from None
-    return Stored(out, exp, spec, verdict)
+    return Stored(out, exp, spec, verdict, results_table(out, verdict))
+
+
+def results_table(out: Path, verdict: dict | None = None) -> pa.Table:
+    """A results directory's results.parquet, verified; a damaged one is an error that says how
+    the store mends it: its parts rebuild it, by rerunning the command that wrote it."""
+    from attnlab.engine.store import read_table
+
+    command = (verdict or {}).get("command")
+    rerun = f"`{command}`" if command else "the command that wrote it (`attnlab reproduce ID --out DIR`)"
+    return read_table(
+        Path(out) / "results.parquet",
+        f". Its parts rebuild it without training: rerun {rerun} (a damaged part is moved aside and trained again)",
+    )
 
 
 def _read_json(path: Path):
@@ -346,13 +361,11 @@ def rebuild(out: Path | Stored) -> dict:
     its stored results, without training: claims come from the analysis of results.parquet by
     the current code, the run's record (cells, runtime, provenance, command) is kept, and the
     rebuild itself is recorded under ``rebuilt``."""
-    import pyarrow.parquet as pq
-
     from attnlab import report
     from attnlab.provenance import git_sha
 
     stored = out if isinstance(out, Stored) else load_results(out)
-    cols = table_columns(pq.read_table(stored.out / "results.parquet"))
+    cols = table_columns(stored.table)
     rebuilt = {"at": report.utc_now(), "attnlab_version": report.attnlab_version(), "git_sha": git_sha()}
     verdict = dict(stored.verdict, rebuilt=rebuilt)
     return finish(stored.exp, stored.spec, stored.out, cols, verdict)

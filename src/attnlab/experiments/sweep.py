@@ -101,6 +101,11 @@ class UserGrid(Experiment):
         self.title = spec.title
         return spec
 
+    def owner(self, spec: Spec, scale: str):
+        from attnlab.engine.guard import Owner
+
+        return Owner(self.id, scale, self.path.name if self.path is not None else spec.title)
+
     def cells(self, spec: Spec) -> list[dict]:
         if isinstance(spec.seeds, list):
             points = math.prod(

@@ -124,11 +124,9 @@ def paired_table(cols, spec: Spec) -> tuple[str, list[str], list[list]] | None:
 def table_of(out: Path) -> tuple[str, list[str], list[list], tuple | None]:
     """(the grid's title, columns, rows, paired table or None) of a user grid's results directory:
     its per-grid-point table and :func:`paired_table`, from spec.json and results.parquet."""
-    import pyarrow.parquet as pq
-
-    from attnlab.experiments.pipeline import table_columns
+    from attnlab.experiments.pipeline import results_table, table_columns
 
     spec = Spec.model_validate_json(Path(out, "spec.json").read_text())
-    cols = table_columns(pq.read_table(Path(out, "results.parquet")))
+    cols = table_columns(results_table(out))
     _, columns, rows = grid_table(cols, spec)
     return spec.title, columns, rows, paired_table(cols, spec)
