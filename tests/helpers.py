@@ -149,4 +149,6 @@ AUDIT_ROW = {
     "flagged",
     "descriptive",
     "reason",
+    "worlds",
+    "kind",
 }

@@ -60,9 +60,17 @@ class Hypothesis:
 
 @dataclass(frozen=True)
 class ClaimAudit:
+    """A claim's worlds: H1 (the paper's prediction) and H0 (the strongest competitor the paper or
+    the literature names), and further worlds drawn by generative models other than the family the
+    rule fits: ``misspecified`` ones in which the claim is false (a law between H1 and H0, another
+    functional form: the rule must not pass there) and ``also_true`` ones in which it holds (the
+    rule must pass there too)."""
+
     claim: str
     h1: Hypothesis
     h0: Hypothesis
+    misspecified: tuple[Hypothesis, ...] = ()
+    also_true: tuple[Hypothesis, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,8 +134,10 @@ def rate(outcomes: list[str], which: str) -> dict[str, float]:
     return {"rate": k / n if n else float("nan"), "ci95": [lo, hi], "k": k, "n": n}
 
 
-def judge(h1: list[str], h0: list[str]) -> dict[str, Any]:
-    """The audit row of one rule from its outcomes under H1 and under H0."""
+def judge(h1: list[str], h0: list[str], others: tuple = ()) -> dict[str, Any]:
+    """The audit row of one rule from its outcomes under H1 and under H0, and under each further
+    world in ``others`` — (hypothesis, outcomes, whether the claim holds there): a world where it is
+    false must not pass it (pass rate ≤ 0.05), one where it holds must pass it (≥ 0.8)."""
     row = {
         "power": rate(h1, "pass"),
         "false_pass": rate(h0, "pass"),
@@ -142,7 +152,23 @@ def judge(h1: list[str], h0: list[str]) -> dict[str, Any]:
         why.append(f"power down to {row['power']['ci95'][0]:.3f} < {MIN_POWER}")
     if row["false_fail"]["ci95"][1] > MAX_FALSE_FAIL:
         why.append(f"false fail up to {row['false_fail']['ci95'][1]:.3f} > {MAX_FALSE_FAIL}")
-    return row | {"flagged": bool(why), "reason": "; ".join(why)}
+    worlds = []
+    for h, outcomes, holds in others:
+        passed = rate(outcomes, "pass")
+        worlds.append(
+            {
+                "statement": h.statement,
+                "source": h.source,
+                "holds": holds,
+                "pass": passed,
+                "fail": rate(outcomes, "fail"),
+            }
+        )
+        if holds and passed["ci95"][0] < MIN_POWER:
+            why.append(f"power down to {passed['ci95'][0]:.3f} where it holds ({h.statement})")
+        if not holds and passed["ci95"][1] > MAX_FALSE_PASS:
+            why.append(f"passes up to {passed['ci95'][1]:.3f} where it is false ({h.statement})")
+    return row | {"worlds": worlds, "flagged": bool(why), "reason": "; ".join(why)}
 
 
 def outcomes_of(
@@ -208,15 +234,32 @@ def audit(
             worlds[key] = simulated(h.world, sims, _world_seed(key))
         return worlds[key]
 
-    rows = []
+    from attnlab import ledger
+
+    rows, stated = [], {}
     for ca in design.claims:
         key = json.dumps(ca.h1.world, sort_keys=True)
         probe = worlds[key][:1] if key in worlds else simulated(ca.h1.world, 1, 2**31 - 1)  # does this scale state it?
+        stated |= probe[0]
         if ca.claim not in probe[0]:
             continue  # a claim this scale does not state (e.g. C away from the paper's d)
-        h1 = [o.get(ca.claim, "absent") for o in outcomes(ca.h1)]
-        descriptive = all(o == "descriptive" for o in h1)  # a measurement at this design: no verdict to audit
-        h0 = [] if descriptive else [o.get(ca.claim, "absent") for o in outcomes(ca.h0)]
+        rule = ledger.rule_of(exp, ca.claim)
+        if rule is not None and rule.kind != ledger.PREDICTION:  # a check or a measurement: no prediction to audit
+            rows.append(_not_audited(exp, ca.claim, rule.kind, f"a {rule.kind}, not a prediction of the paper"))
+            continue
+        of = lambda h, claim=ca.claim: [o.get(claim, "absent") for o in outcomes(h)]
+        h1 = of(ca.h1)
+        # a measurement at this design (in most of H1's draws): no verdict to audit
+        descriptive = sum(o == "descriptive" for o in h1) >= len(h1) / 2
+        h0 = [] if descriptive else of(ca.h0)
+        others = (
+            ()
+            if descriptive
+            else (
+                *((h, of(h), False) for h in ca.misspecified),
+                *((h, of(h), True) for h in ca.also_true),
+            )
+        )
         row = {
             "id": ca.claim,
             "regime": exp.regime,
@@ -224,12 +267,20 @@ def audit(
             "h1_source": ca.h1.source,
             "h0": ca.h0.statement,
             "h0_source": ca.h0.source,
-            **judge(h1, h0),
+            **judge(h1, h0, others),
             "descriptive": descriptive,
         }
         if descriptive:
             row.update(flagged=False, reason=why.get(ca.claim) or "reported as a measurement at this design")
-        rows.append(row)
+        elif not ca.misspecified:  # only its own family simulated: a pass there says nothing of a misspecified world
+            gap = "no misspecified world declared (only H1 and H0 simulated)"
+            row.update(flagged=True, reason="; ".join(r for r in (row["reason"], gap) if r))
+        rows.append(row | {"kind": ledger.PREDICTION})
+    audited = {r["id"] for r in rows}
+    for claim in stated:  # a prediction the design has no worlds for is a gap, shown as one
+        rule = ledger.rule_of(exp, claim)
+        if claim not in audited and (rule is None or rule.kind == ledger.PREDICTION):
+            rows.append(_not_audited(exp, claim, ledger.PREDICTION, "no worlds declared for this prediction yet", True))
     return {
         "experiment": exp.id,
         "scale": scale,
@@ -239,6 +290,30 @@ def audit(
         "noise_source": noise_source,
         "seconds": round(time.perf_counter() - t0, 1),
         "claims": rows,
+    }
+
+
+def _not_audited(exp, claim: str, kind: str, why: str, flagged: bool = False) -> dict:
+    """An audit row without simulations: a check or measurement (nothing of the paper's to audit),
+    or a prediction the design declares no worlds for (a gap: flagged)."""
+    empty = {"rate": float("nan"), "ci95": [0.0, 1.0], "k": 0, "n": 0}
+    return {
+        "id": claim,
+        "regime": exp.regime,
+        "kind": kind,
+        "h1": "—",
+        "h1_source": "",
+        "h0": "—",
+        "h0_source": "",
+        "power": empty,
+        "false_pass": empty,
+        "false_fail": empty,
+        "inconclusive_h1": empty,
+        "inconclusive_h0": empty,
+        "worlds": [],
+        "descriptive": not flagged,
+        "flagged": flagged,
+        "reason": why,
     }
 
 
@@ -259,17 +334,22 @@ def markdown(result: dict) -> str:
         f"`attnlab audit {result['experiment']} --scale {result['scale']} --sims {result['sims']}` · "
         f"noise: {result['noise_source']} · {result['seconds']:.0f} s",
         "",
-        "| claim | regime | H1 | H0 | power | false pass | false fail | flag |",
-        "|---|---|---|---|---|---|---|---|",
+        "| claim | regime | H1 | H0 (competitor) | power | false pass | false fail | other worlds: pass rate | flag |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in result["claims"]:
-        if c["descriptive"]:
+        if c["descriptive"] and not c["flagged"]:
             rates = ["—"] * 3
             flag = f"descriptive: {c['reason'].split(';')[0]}"
+        elif not c["power"]["n"]:
+            rates = ["—"] * 3
+            flag = f"**flagged**: {c['reason']}"
         else:
             rates = [pct(c[k]) for k in ("power", "false_pass", "false_fail")]
             flag = f"**flagged**: {c['reason']}" if c["flagged"] else "ok"
-        lines.append(f"| {c['id']} | {c['regime']} | {c['h1']} | {c['h0']} | {' | '.join(rates)} | {flag} |")
+        lines.append(
+            f"| {c['id']} | {c['regime']} | {c['h1']} | {c['h0']} | {' | '.join(rates)} | {worlds_text(c)} | {flag} |"
+        )
     for c in result.get("controls", ()):
         got = ", ".join(f"{k} {v}" for k, v in c["got"].items())
         lines.append(
@@ -279,13 +359,31 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def worlds_text(row: dict) -> str:
+    """The further worlds of an audit row, each with its pass rate and whether the claim holds there."""
+    return (
+        "; ".join(
+            f"{'holds' if w['holds'] else 'false'}: {w['statement']} — {w['pass']['rate']:.2f}"
+            for w in row.get("worlds", [])
+        )
+        or "—"
+    )
+
+
 PAGE_HEAD = """# The claims audit
 
-Every claim's pass rule judged on simulated data at its experiment's own design (nothing is
-trained): power P(pass | H1), false pass P(pass | H0) and false fail P(fail | H1), each with its
-95 % Clopper–Pearson interval. A rule is **flagged** when its false pass may exceed 0.05, its
-power may fall below 0.8, or its false fail may exceed 0.05; a *descriptive* claim is a
-measurement at that design (its reason says from which size it is judged). Built with
+Every prediction's pass rule judged on simulated data at its experiment's own design (nothing is
+trained): power P(pass | H1, the paper's prediction), false pass P(pass | H0, the strongest competitor
+the paper or the literature names) and false fail P(fail | H1), each with its 95 % Clopper–Pearson
+interval; then the pass rate in further worlds, drawn by generative models other than the family the
+rule fits: *false* ones (a law between H1 and H0, another functional form), where the rule must not
+pass, and ones where the claim *holds* under another family (label noise, a hard threshold), where it
+must. A rule is **flagged** when its false pass (or its pass rate in a false world) may exceed 0.05,
+its power (or its pass rate where the claim holds) may fall below 0.8, or its false fail may exceed
+0.05; a prediction with no worlds declared is flagged as a gap. A *descriptive* claim is a
+measurement at that design (its reason says from which size it is judged); checks and measurements
+are not audited. Audits `--from` a stored run place every world at that run's operating point
+(its boundary, lapse rates, censoring and noise). Built with
 `python -m attnlab.audit results/*/audit.json > docs/audit.md` from the runs of
 `attnlab audit ID --scale cpu` (or `--from` a cpu run, which plugs in its noise levels);
 `python -m attnlab.audit --update docs/audit.md results/ID/audit.json …` replaces those ids'

@@ -25,11 +25,6 @@ from pathlib import Path
 from attnlab.errors import AttnlabError
 from attnlab.fmt import fmt_duration, fmt_text
 
-PAPERS = {
-    "jiang2024": "Jiang et al. 2024: benign and harmful overfitting of a two-layer softmax transformer",
-    "li2023": "Li et al. 2023: sample complexity and sparse attention of a shallow ViT",
-    "wu2023": "Wu et al. 2023: convergence and the NTK of an encoder-only shallow transformer",
-}
 RESULTS = "results"  # under the docs directory: one folder per experiment id
 FIELDS_PAGE = "fields.md"
 PART_KINDS = ("data", "model")
@@ -139,13 +134,15 @@ def build(docs: Path) -> dict[str, str]:
     """Every page's text by file name (``PAPER.md`` and ``fields.md``), from the code and the
     committed result files under ``docs``/results; nothing is written."""
     from attnlab.experiments import registry
-    from attnlab.parts import outside
+    from attnlab.parts import outside, registered
 
     exps = {i: e for i, e in registry().items() if outside("experiment", i) is None}
     pages = {}
-    for paper, title in PAPERS.items():
-        own = {i: e for i, e in exps.items() if paper_of(i) == paper}
-        pages[f"{paper}.md"] = _paper_page(paper, title, own, Path(docs))
+    for name, paper in registered("paper").items():
+        if outside("paper", name) is not None:
+            continue
+        own = {i: e for i, e in exps.items() if paper_of(i) == name}
+        pages[f"{name}.md"] = _paper_page(paper, own, Path(docs))
     pages[FIELDS_PAGE] = _fields_page()
     return pages
 
@@ -175,27 +172,15 @@ def stale(docs: Path) -> list[str]:
 
 def design_changes(docs: Path, exp_id: str, scale: str) -> list[str] | None:
     """The fields (dotted) in which the committed run's ``spec.json`` differs from the code's spec
-    of ``scale`` now: empty when it is that spec, None when no spec is committed. A field the code
-    added after the run is not counted (its default is taken to keep the earlier behaviour); one
-    it dropped is."""
+    of ``scale`` now (:func:`attnlab.experiments.pipeline.spec_changes`): empty when it is that
+    spec, None when no spec is committed."""
     from attnlab.experiments import get
+    from attnlab.experiments.pipeline import spec_changes
 
     path = docs / RESULTS / exp_id / "spec.json"
     if not path.is_file():
         return None
-    ran = _flat(json.loads(path.read_text()))
-    now = _flat(json.loads(json.dumps(get(exp_id).spec(scale).model_dump())))
-    return sorted(k for k in ran if k not in now or now[k] != ran[k])
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out |= _flat(v, f"{prefix}{k}.")
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+    return spec_changes(json.loads(path.read_text()), get(exp_id), scale)
 
 
 def _cell(text) -> str:
@@ -203,18 +188,83 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _paper_page(paper: str, title: str, exps: dict, docs: Path) -> str:
+def theorem_map(paper, docs: Path) -> list[str]:
+    """The page's opening: each of the paper's results, the claims that test it and how, and the
+    answer the committed verdicts give (:func:`attnlab.ledger.answer`)."""
+    from attnlab import ledger
+
+    verdicts = ledger.committed_verdicts(docs, RESULTS)
     lines = [
-        f"# {title}",
+        "## What was found, result by result",
+        "",
+        "Each result of the paper, the claims that test it — *direct* (the statement's own quantity, inside its "
+        "hypotheses) or *proxy* (a stated surrogate) — and the answer the committed runs give: **held**, **did not "
+        "hold** or **not decidable here**. Only predictions decide, and only tests that can refute the result; a "
+        "proxy outside the result's hypotheses (or of a sufficient condition) is shown as consistent with it or "
+        "not, and decides nothing. The answers are computed from the verdicts below, never written by hand.",
+        "",
+        "| result | statement | tested by | answer |",
+        "|---|---|---|---|",
+    ]
+    notes = []
+    for r in paper.results:
+        a = ledger.answer(r, verdicts, paper)
+        tests = "; ".join(
+            f"`{t.experiment}:{t.claim}` {t.how}{'' if t.how == ledger.DIRECT or t.refutes else ', cannot refute'} "
+            f"({outcome}{'' if kind == ledger.PREDICTION else ', ' + kind})"
+            for t, outcome, kind in a.found
+        )
+        lines.append(
+            f"| {_cell(r.id)} | {_cell(r.statement)} | {_cell(tests) or 'untested'} | **{a.answer}**: {_cell(a.why)} |"
+        )
+        notes += [
+            f"- **{r.id}**, `{t.experiment}:{t.claim}` ({t.how}): {' '.join(t.note.split())}" for t in r.tests if t.note
+        ]
+        if r.untested and r.tests:
+            notes.append(f"- **{r.id}**, not tested here: {' '.join(r.untested.split())}")
+    if notes:
+        lines += [
+            "",
+            "<details><summary>Why each proxy stands in, and what is not tested</summary>",
+            "",
+            *notes,
+            "",
+            "</details>",
+        ]
+    return lines
+
+
+def summary_line(paper, docs: Path) -> str:
+    """One sentence per paper for the README: how many results held, did not hold, or are not
+    decidable here, by result id (from the committed runs)."""
+    from attnlab import ledger
+
+    verdicts = ledger.committed_verdicts(docs, RESULTS)
+    answers = [ledger.answer(r, verdicts, paper) for r in paper.results]
+    parts = []
+    for word in (ledger.HELD, ledger.NOT_HELD, ledger.UNDECIDED):
+        ids = [a.result.id for a in answers if a.answer == word]
+        if ids:
+            parts.append(f"{word}: {' · '.join(ids)}")
+    return f"**{paper.name}** ({len(answers)} results) — " + "; ".join(parts) + "."
+
+
+def _paper_page(paper, exps: dict, docs: Path) -> str:
+    lines = [
+        f"# {paper.title}",
         "",
         f"Generated by `attnlab docs` from the code and the result files under `docs/{RESULTS}/`; do not edit by hand.",
         "",
-        "| id | regime | verdicts |",
+        *theorem_map(paper, docs),
+        "",
+        "## The experiments",
+        "",
+        "| id | regime | verdicts (predictions counted; checks and measurements apart) |",
         "|---|---|---|",
     ]
     for exp_id, exp in exps.items():
         v = _verdict(docs, exp_id)
-        lines.append(f"| [`{exp_id}`](#{exp_id}) | {exp.regime} | {_tally(v) if v else 'no committed run'} |")
+        lines.append(f"| [`{exp_id}`](#{exp_id}) | {exp.regime} | {_tally(v, exp) if v else 'no committed run'} |")
     for exp_id, exp in exps.items():
         lines += [
             "",
@@ -241,15 +291,16 @@ def _paper_page(paper: str, title: str, exps: dict, docs: Path) -> str:
         figure = next(iter(sorted((docs / RESULTS / exp_id).glob("*.png"))), None)
         if figure is not None:
             lines += ["", f"![{exp_id}]({RESULTS}/{exp_id}/{figure.name})"]
-        if exp.assumptions:
-            lines += ["", "### Assumptions", ""] + [f"- {' '.join(a.split())}" for a in exp.assumptions]
+        shown = exp.assumptions_for(v["scale"]) if v else exp.assumptions
+        if shown:
+            lines += ["", "### Assumptions", ""] + [f"- {' '.join(a.split())}" for a in shown]
         lines += ["", "### Measured verdicts", ""]
         if v is None:
             lines.append(f"No run committed under `docs/{RESULTS}/{exp_id}/` yet.")
             continue
         lines.append(
             f"`{v.get('command', '')}`: {v['cells']} cells, {fmt_duration(v.get('runtime_s'))} "
-            f"({v.get('provenance', {}).get('git_sha', '?')[:12]}); {_tally(v)}."
+            f"({v.get('provenance', {}).get('git_sha', '?')[:12]}); {_tally(v, exp)}."
         )
         changed = design_changes(docs, exp_id, v["scale"])
         if changed:
@@ -262,13 +313,47 @@ def _paper_page(paper: str, title: str, exps: dict, docs: Path) -> str:
                 f"in {fields}; rerun it and `attnlab docs --collect` it.",
             ]
         if v["claims"]:
-            lines += ["", "| claim | regime | measured | rule | verdict |", "|---|---|---|---|---|"]
+            lines += [
+                "",
+                "| claim | kind · regime | measured | rule | verdict |",
+                "|---|---|---|---|---|",
+            ]
             for c in v["claims"]:
                 lines.append(
-                    f"| `{c['id']}`: {_cell(c['statement'])} | {c.get('regime', '')} | {_cell(fmt_text(c['measured']))} "
-                    f"| {_cell(c['expected'])} | **{c['outcome']}** |"
+                    f"| `{c['id']}`: {_cell(c['statement'])} | {_kind(exp, c)} | {_cell(fmt_text(c['measured']))} "
+                    f"| {_cell(c['expected'])}{_rule_note(exp, c)} | **{c['outcome']}** |"
                 )
     return "\n".join(lines) + "\n"
+
+
+def _kind(exp, c: dict) -> str:
+    """A committed claim's kind (its verdict's, or the ledger's for a run made before kinds were
+    recorded), regime and whether the run modified the declared design."""
+    from attnlab import ledger
+
+    rule = ledger.rule_of(exp, c["id"])
+    kind = c.get("kind") or (rule.kind if rule else ledger.PREDICTION)
+    modified = f" · modified ({', '.join(c['modified'])})" if c.get("modified") else ""
+    return f"{kind} · {c.get('regime', '')}{modified}"
+
+
+def _rule_note(exp, c: dict) -> str:
+    """The rule's version and whether it was set after results were seen: as recorded in the verdict,
+    or (a run made before versions were recorded) the ledger's history, marked so."""
+    from attnlab import ledger
+
+    if c.get("rule_version"):
+        note = f" (rule v{c['rule_version']}"
+        late = c.get("rule_changed")
+        return note + (
+            f"; **post hoc**, set {late['date']}: {_cell(late['why'])})" if c.get("post_hoc") and late else ")"
+        )
+    rule = ledger.rule_of(exp, c["id"])
+    if rule is None:
+        return ""
+    return f" (run before rule versions were recorded; the ledger's rule is v{rule.version}" + (
+        ", post hoc)" if rule.post_hoc else ")"
+    )
 
 
 def _verdict(docs: Path, exp_id: str) -> dict | None:
@@ -276,11 +361,29 @@ def _verdict(docs: Path, exp_id: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _tally(v: dict) -> str:
+def _tally(v: dict, exp=None) -> str:
+    """A committed run's tally: its predictions by outcome (descriptive ones apart), then its checks
+    and measurements."""
+    from attnlab import ledger
     from attnlab.report import OUTCOMES
 
-    n = {o: sum(c["outcome"] == o for c in v["claims"]) for o in OUTCOMES}
-    return f"{v['scale']} scale: " + (", ".join(f"{k} {o}" for o, k in n.items() if k) or "no claims")
+    kinds = [c.get("kind") or _ledger_kind(exp, c["id"]) for c in v["claims"]]
+    preds = [c for c, k in zip(v["claims"], kinds, strict=True) if k == ledger.PREDICTION]
+    n = {o: sum(c["outcome"] == o for c in preds) for o in OUTCOMES}
+    text = ", ".join(f"{k} {o}" for o, k in n.items() if k) or "no predictions"
+    others = [
+        f"{kinds.count(k)} {k}{'s' if kinds.count(k) > 1 else ''}"
+        for k in (ledger.CHECK, ledger.MEASUREMENT)
+        if kinds.count(k)
+    ]
+    return f"{v['scale']} scale: {text}" + (f" (and {', '.join(others)})" if others else "")
+
+
+def _ledger_kind(exp, claim_id: str) -> str:
+    from attnlab import ledger
+
+    rule = ledger.rule_of(exp, claim_id) if exp is not None else None
+    return rule.kind if rule else ledger.PREDICTION
 
 
 def _fields_page() -> str:

@@ -317,7 +317,7 @@ def tokens(x) -> tuple[Any, Any]:
 # ---------------------------------------------------------------- the registry
 
 
-KINDS = ("data", "model", "probes", "experiment")
+KINDS = ("data", "model", "probes", "experiment", "paper")
 _REGISTRY: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
 _ORIGIN: dict[tuple[str, str], str] = {}  # (kind, name) -> module of an outside object
 OWN_PACKAGES = ("attnlab.data", "attnlab.models")  # every module imported on the first look-up
@@ -326,14 +326,15 @@ OWN_EXPERIMENTS = "attnlab.experiments"  # each paper's subpackage: all its modu
 
 def kind_of(obj) -> str | None:
     from attnlab.experiments.base import Experiment
+    from attnlab.ledger import Paper
 
-    types = {"data": DataModel, "model": Model, "probes": ProbeSet, "experiment": Experiment}
+    types = {"data": DataModel, "model": Model, "probes": ProbeSet, "experiment": Experiment, "paper": Paper}
     return next((k for k, t in types.items() if isinstance(obj, t)), None)
 
 
 def register(obj, name: str | None = None):
-    """Register a part (under ``obj.name``) or an experiment (under ``obj.id``); returns ``obj``.
-    A name already taken by another object is an error."""
+    """Register a part or a paper (under ``obj.name``) or an experiment (under ``obj.id``); returns
+    ``obj``. A name already taken by another object is an error."""
     kind = kind_of(obj)
     if kind is None:
         raise AttnlabError(f"register: {type(obj).__name__} is not a data model, model, probe set or experiment")

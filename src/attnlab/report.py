@@ -126,13 +126,14 @@ TEMPLATE = _env.from_string(
     _BADGE
     + _TALLY
     + _HEAD
-    + """<title>{{ exp.id }} ({{ verdict.scale }}): {{ n_pass }}/{{ n_counted }} claims pass</title>
+    + """<title>{{ exp.id }} ({{ verdict.scale }}): {{ n_pass }}/{{ n_counted }} predictions pass</title>
 <style>{{ css }}</style></head><body>
 <header>
 <h1>{{ exp.title }}</h1>
 <p class="sub"><span class="mono">{{ exp.id }}</span> <span class="badge scale">{{ verdict.scale }}</span>
-&nbsp;{{ tally(claims) }}{% if n_counted %} &middot; <b>{{ n_pass }}/{{ n_counted }} claims pass</b>{% endif %}
-{% if n_counted < claims|length %} &middot; {{ claims|length - n_counted }} descriptive (not counted){% endif %}</p>
+&nbsp;{{ tally(claims) }}{% if n_counted %} &middot; <b>{{ n_pass }}/{{ n_counted }} predictions pass</b>{% endif %}
+{% if n_counted < claims|length %} &middot; {{ claims|length - n_counted }} not counted (checks, measurements and descriptive claims){% endif %}</p>
+{% if verdict.get("modified") %}<p class="sub smoke"><b>Modified design</b>: this run's spec differs from the experiment's declared {{ verdict.scale }}-scale design in <span class="mono">{{ verdict.modified|join(", ") }}</span>; its claims are labelled <i>modified</i> and do not stand for the declared regime.</p>{% endif %}
 {% if verdict.scale == "smoke" %}<p class="sub smoke"><b>Smoke scale is a pipeline check</b>: tiny grids and few steps that exercise every stage in seconds; its verdicts say nothing about the paper's claims (run the cpu or paper scale for those).</p>{% endif %}
 <nav>{% for anchor, label in sections %}<a href="#{{ anchor }}">{{ label }}</a>{% endfor %}</nav>
 </header>
@@ -140,19 +141,21 @@ TEMPLATE = _env.from_string(
 <h2 id="claims">Claims</h2>
 {% if claims %}
 <div class="wrap"><table id="claims-table" class="claims">
-<thead><tr><th>claim</th><th>statement</th><th>measured</th><th>pass rule</th><th>regime</th>
+<thead><tr><th>claim</th><th>statement</th><th>measured</th><th>pass rule</th><th>kind · regime</th>
 {% if audit %}<th title="attnlab audit: P(pass | H1) / P(pass | H0) of the rule under this design, on simulated data">audit<br>power / false pass</th>{% endif %}<th>verdict</th></tr>
 </thead>
 <tbody>
 {% for c in claims %}
 <tr class="{{ c.outcome }}" data-claim="{{ c.id }}"><td class="claim-id">{{ c.id }}</td>
 <td>{{ c.statement }}{% if c.detail %}<div class="detail">{{ c.detail }}</div>{% endif %}</td>
-<td>{{ c.measured|value }}</td><td class="rule">{{ c.expected }}</td><td>{{ c.regime }}</td>
-{% if audit %}{% set a = audit.rows.get(c.id) %}<td class="audit">{% if not a %}—{% elif a.descriptive %}descriptive{% else %}{{ "%.2f"|format(a.power.rate) }} / {{ "%.2f"|format(a.false_pass.rate) }}
+<td>{{ c.measured|value }}</td><td class="rule">{{ c.expected }}{% if c.rule_version %}<div class="detail">rule v{{ c.rule_version }}{% if c.post_hoc %} &middot; <b>post hoc</b>{% if c.rule_changed %}: set {{ c.rule_changed.date }} after results were seen ({{ c.rule_changed.why }}){% endif %}{% endif %}</div>{% endif %}</td>
+<td>{{ c.kind }} &middot; {{ c.regime }}{% if c.modified %} <span class="badge fail" title="{{ c.modified|join(', ') }}">modified</span>{% endif %}</td>
+{% if audit %}{% set a = audit.rows.get(c.id) %}<td class="audit">{% if not a %}—{% elif not a.power.n %}{% if a.flagged %}<span class="badge fail" title="{{ a.reason }}">flagged</span> {% endif %}{{ a.reason }}{% elif a.descriptive %}descriptive{% else %}{{ "%.2f"|format(a.power.rate) }} / {{ "%.2f"|format(a.false_pass.rate) }}
 {% if a.flagged %}<span class="badge fail" title="{{ a.reason }}">flagged</span>{% else %}<span class="badge pass">ok</span>{% endif %}{% endif %}</td>{% endif %}
 <td>{{ badge(c.outcome) }}</td></tr>
 {% endfor %}
 </tbody></table></div>
+<p class="sub legend"><b>Legend.</b> Outcomes: {{ badge("pass") }} the measured value meets the rule; {{ badge("fail") }} the data speak against the claim; {{ badge("inconclusive") }} too thin to decide; {{ badge("descriptive") }} a measurement its design cannot decide (not counted). Kinds: <i>prediction</i> (the paper's; the only kind counted), <i>check</i> (follows from the construction), <i>measurement</i> (descriptive). Regimes: <i>protocol</i> (the paper's stated protocol), <i>theorem</i> (the theorem's hypotheses hold), <i>investigation</i> (outside them, chosen to make a phenomenon measurable); <i>modified</i>: the run changed the declared design. <i>Post hoc</i>: the rule was set after results of this experiment were seen.</p>
 {% if audit %}<p class="sub">Audit: {{ audit.sims }} simulations per hypothesis at the {{ audit.scale }} design (noise: {{ audit.noise_source }}); a rule is flagged when its false pass may exceed 0.05, its power fall below 0.8 or its false fail exceed 0.05 (95 % Clopper–Pearson bounds). <span class="mono">audit.json</span> holds H1, H0 and every rate.
 {% for c in audit.controls %}<br>{{ c.kind }} control <b>{{ c.name }}</b> (<span class="mono">{{ c.sets|join(" ") or "as stated" }}</span>, {{ c.scale }}): {% for k, v in c.got.items() %}{{ k }} {{ v }} (expected {{ c.expect[k] }}){% if not loop.last %}, {% endif %}{% endfor %} — {% if c.held %}held{% else %}<b>did not hold</b>{% endif %}{% endfor %}</p>{% endif %}
 {% else %}
@@ -174,8 +177,7 @@ TEMPLATE = _env.from_string(
 <tr><th>experiment</th><td><span class="mono">{{ exp.id }}</span></td></tr>
 <tr><th>scale</th><td>{{ verdict.scale }}</td></tr>
 <tr><th>cells</th><td>{{ verdict.cells }}{% if verdict.cells_trained_now is defined %}
- <span class="muted">({{ verdict.cells_trained_now }} trained by the run that wrote this verdict, the rest
- resumed)</span>
+ <span class="muted">({% if verdict.cells_trained_now >= verdict.cells %}all trained by the run that wrote this verdict{% elif verdict.cells_trained_now == 0 %}all resumed from earlier runs{% else %}{{ verdict.cells_trained_now }} trained by the run that wrote this verdict, the rest resumed{% endif %})</span>
 {% endif %}</td></tr>
 <tr><th>wall time of that run</th><td>{{ verdict.runtime_s|duration }}</td></tr>
 {% if verdict.train_seconds_total is defined %}
@@ -214,7 +216,7 @@ TEMPLATE = _env.from_string(
 {% if notes %}<h2 id="notes">Notes</h2><ul>{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
 
 <h2 id="assumptions">Assumptions</h2>
-{% if exp.assumptions %}<ul>{% for a in exp.assumptions %}<li>{{ a }}</li>{% endfor %}</ul>
+{% if assumptions %}<ul>{% for a in assumptions %}<li>{{ a }}</li>{% endfor %}</ul>
 {% else %}<p class="empty">None stated.</p>{% endif %}
 
 <h2 id="spec">Spec</h2>
@@ -239,11 +241,11 @@ INDEX = _env.from_string(
     _BADGE
     + _TALLY
     + _HEAD
-    + """<title>attnlab results: {{ n_pass }}/{{ n_counted }} claims pass</title>
+    + """<title>attnlab results: {{ n_pass }}/{{ n_counted }} predictions pass</title>
 <style>{{ css }}</style></head><body>
 <h1>attnlab results</h1>
 <p class="sub">{{ entries|length }} result directories &middot; {{ n_claims }} claims &middot;
-{{ tally(all_claims) }}</p>
+{{ tally(all_claims) }}{% if n_counted %} &middot; <b>{{ n_pass }}/{{ n_counted }} predictions pass</b>{% endif %}</p>
 
 <h2 id="runs">Runs</h2>
 <div class="wrap"><table id="runs-table">
@@ -256,13 +258,13 @@ INDEX = _env.from_string(
 
 <h2 id="claims">Every claim</h2>
 <div class="wrap"><table id="claims-table" class="claims">
-<thead><tr><th>experiment</th><th>scale</th><th>claim</th><th>measured</th><th>regime</th><th>verdict</th></tr></thead>
+<thead><tr><th>experiment</th><th>scale</th><th>claim</th><th>measured</th><th>kind · regime</th><th>verdict</th></tr></thead>
 <tbody>{% for e in entries %}{% for c in e.claims %}
 <tr class="{{ c.outcome }}" data-claim="{{ c.id }}">
 <td><a href="{{ e.href }}#claims" class="mono">{{ e.verdict.experiment }}</a>
 <div class="detail">{{ e.label }}</div></td>
 <td>{{ e.verdict.scale }}</td><td class="claim-id" title="{{ c.statement }}">{{ c.id }}</td>
-<td>{{ c.measured|value }}</td><td>{{ c.regime }}</td><td>{{ badge(c.outcome) }}</td></tr>
+<td>{{ c.measured|value }}</td><td>{{ c.kind }} &middot; {{ c.regime }}{% if c.modified %} <span class="badge fail">modified</span>{% endif %}{% if c.post_hoc %} <span class="muted">post hoc</span>{% endif %}</td><td>{{ badge(c.outcome) }}</td></tr>
 {% endfor %}{% if not e.claims %}
 <tr><td><a href="{{ e.href }}" class="mono">{{ e.verdict.experiment }}</a><div class="detail">{{ e.label }}</div></td>
 <td>{{ e.verdict.scale }}</td>
@@ -292,7 +294,17 @@ def _outcome(c: dict) -> str:
 def _claims(verdict: dict) -> list[dict]:
     """The claims as shown (verdicts written before regimes existed show an empty one)."""
     return [
-        dict(c, outcome=_outcome(c), detail=c.get("detail", ""), regime=c.get("regime", ""))
+        dict(
+            c,
+            outcome=_outcome(c),
+            detail=c.get("detail", ""),
+            regime=c.get("regime", ""),
+            kind=c.get("kind", "prediction"),
+            modified=c.get("modified") or [],
+            rule_version=c.get("rule_version"),
+            post_hoc=c.get("post_hoc"),
+            rule_changed=c.get("rule_changed"),
+        )
         for c in verdict.get("claims", [])
     ]
 
@@ -311,9 +323,28 @@ def _audit(path: Path, verdict: dict) -> dict | None:
     return a | {"rows": {r["id"]: r for r in a.get("claims", [])}, "controls": a.get("controls", [])}
 
 
+def counted_claims(claims: Sequence[dict]) -> list[dict]:
+    """The claims a "k/n pass" counts: predictions with a verdict (checks, measurements and
+    descriptive claims are listed apart; a verdict written before kinds existed counts each claim as
+    a prediction)."""
+    from attnlab.ledger import counted as of
+
+    return of(list(claims))
+
+
 def counted(claims: Sequence[dict]) -> int:
-    """Claims with a verdict (descriptive measurements are listed apart, not counted)."""
-    return sum(c["outcome"] != "descriptive" for c in claims)
+    return len(counted_claims(claims))
+
+
+def assumptions_of(exp, verdict: dict) -> list[str]:
+    """The assumptions of the scale run, and the fields a modified run changed."""
+    found = list(exp.assumptions_for(verdict["scale"]) if hasattr(exp, "assumptions_for") else exp.assumptions)
+    if verdict.get("modified"):
+        found.append(
+            f"This run modified the declared {verdict['scale']}-scale design: {', '.join(verdict['modified'])} "
+            "(the values are in the Spec below); the assumptions above are the declared design's."
+        )
+    return found
 
 
 def spec_rows(spec) -> list[tuple[str, Any, bool, str]]:
@@ -394,8 +425,9 @@ def write(
         exp=exp,
         verdict=verdict,
         claims=claims,
-        n_pass=sum(c["outcome"] == "pass" for c in claims),
+        n_pass=sum(c["outcome"] == "pass" for c in counted_claims(claims)),
         n_counted=counted(claims),
+        assumptions=assumptions_of(exp, verdict),
         tables=[{"title": t, "columns": list(c), "rows": [list(r) for r in rows]} for t, c, rows in tables],
         command=verdict.get("command") or command_line(exp.id, verdict["scale"], sets),
         provenance=[(_PROVENANCE_LABELS.get(k, k), v) for k, v in prov.items()],
@@ -437,7 +469,7 @@ def write_index(path: Path, reports: Sequence[tuple[Path, dict]]) -> Path:
         entries=entries,
         all_claims=all_claims,
         n_claims=len(all_claims),
-        n_pass=sum(c["outcome"] == "pass" for c in all_claims),
+        n_pass=sum(c["outcome"] == "pass" for c in counted_claims(all_claims)),
         n_counted=counted(all_claims),
         generator=attnlab_version(),
         written=utc_now(),

@@ -107,11 +107,15 @@ def bootstrap(stat, n: int, n_boot: int, seed: int = 0) -> tuple[float, float, f
     return value, lo, hi
 
 
-def _irls_batch(Z: np.ndarray, s: np.ndarray, W: np.ndarray, ridge: float, iters: int) -> np.ndarray:
+def _irls_batch(
+    Z: np.ndarray, s: np.ndarray, W: np.ndarray, ridge: float, iters: int, start: np.ndarray | None = None
+) -> np.ndarray:
     """:func:`_irls` for a batch of row weightings W (B, n) of the same rows: row i counted W[b, i]
-    times (a bootstrap resample), each replicate stepping until its own convergence. Returns β̂ (B, k)."""
+    times (a bootstrap resample), each replicate stepping until its own convergence (from
+    ``start``, default β = 0). Returns β̂ (B, k)."""
     B, k = W.shape[0], Z.shape[1]
-    beta, P, active = np.zeros((B, k)), _penalty(k, ridge), np.ones(B, bool)
+    beta = np.zeros((B, k)) if start is None else np.array(start, float)
+    P, active = _penalty(k, ridge), np.ones(B, bool)
     eye = 1e-12 * np.eye(k)
     for _ in range(iters):
         a = np.flatnonzero(active)
@@ -126,6 +130,55 @@ def _irls_batch(Z: np.ndarray, s: np.ndarray, W: np.ndarray, ridge: float, iters
         done = np.max(np.abs(step), axis=1) < 1e-10 * (1 + np.max(np.abs(beta[a]), axis=1))
         active[a[done]] = False
     return beta
+
+
+LAPSE_MAX = 0.25  # a lapse rate above this is not a lapse but a second boundary
+
+
+def _lapse_batch(
+    Z: np.ndarray, s: np.ndarray, W: np.ndarray, ridge: float, iters: int = 25, start: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The logistic with lapses, q = P(s = 1) = γ + (1 − γ − λ)·σ(β·z), fitted by maximum likelihood
+    for a batch of row weightings W (B, n): each run either follows the boundary or "lapses" to
+    success (rate γ) or failure (rate λ) whatever its coordinates — a run caught in a lucky or
+    unlucky minimum, a flipped outcome — so a few such runs do not tilt the boundary (Wichmann and
+    Hill 2001). Fisher scoring on θ = (β, γ, λ) from the plain logistic fit, with γ and λ kept in
+    [0, LAPSE_MAX]: the information is Σ w·(∂q/∂θ)(∂q/∂θ)ᵀ / (q(1 − q)) + the ridge on β, with
+    ∂q/∂β = (1 − γ − λ)·p(1 − p)·z, ∂q/∂γ = 1 − p, ∂q/∂λ = −p; a step moves no coordinate by more
+    than 20 (a sharp, nearly separable boundary would otherwise overshoot). Each replicate stops at
+    its own convergence, from ``start`` (θ, e.g. the fit to all rows for bootstrap replicates) or
+    else from the plain logistic fit with γ = λ = 0.01. Returns β̂ (B, k), γ̂ (B,), λ̂ (B,)."""
+    B, k = W.shape[0], Z.shape[1]
+    if start is None:
+        theta = np.concatenate([_irls_batch(Z, s, W, ridge, 50), np.full((B, 2), 0.01)], 1)
+    else:
+        theta = np.tile(np.asarray(start, float), (B, 1))
+    P = np.zeros((k + 2, k + 2))
+    P[:k, :k] = _penalty(k, ridge)
+    eye = 1e-10 * np.eye(k + 2)
+    active = np.ones(B, bool)
+    for _ in range(iters):
+        a = np.flatnonzero(active)
+        if not len(a):
+            break
+        th, w = theta[a], W[a]
+        beta, gamma, lam = th[:, :k], th[:, k], th[:, k + 1]
+        p = 1.0 / (1.0 + np.exp(-np.clip(beta @ Z.T, -50, 50)))
+        q = np.clip(gamma[:, None] + (1 - gamma - lam)[:, None] * p, 1e-12, 1 - 1e-12)
+        J = np.concatenate(
+            [((1 - gamma - lam)[:, None] * p * (1 - p))[..., None] * Z, (1 - p)[..., None], -p[..., None]], 2
+        )
+        v = w / (q * (1 - q))
+        info = np.matmul((v[..., None] * J).transpose(0, 2, 1), J) + P
+        grad = np.matmul((v * (s - q))[:, None, :], J)[:, 0] - th @ P
+        step = np.linalg.solve(info + eye, grad[..., None])[..., 0]
+        step *= np.minimum(1.0, 20.0 / np.maximum(np.max(np.abs(step), 1), 1e-300))[:, None]
+        new = th + step
+        new[:, k:] = np.clip(new[:, k:], 0.0, LAPSE_MAX)
+        theta[a] = new
+        done = np.max(np.abs(new - th), 1) < 1e-5 * (1 + np.max(np.abs(new), 1))
+        active[a[done]] = False
+    return theta[:, :k], theta[:, k], theta[:, k + 1]
 
 
 def resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -144,18 +197,26 @@ def bootstrap_fit(
     ridge: float = 1e-4,
     iters: int = 100,
     level: float = 0.95,
+    lapses: bool = False,
 ) -> tuple[float, float, float]:
     """:func:`bootstrap` of stat(idx) = value(β̂ of :func:`logistic_fit` on Z[idx], s[idx]), with
     every resample fitted at once (batched IRLS on resample counts): the same resamples, drawn from
     the same generator calls, and the same fits up to rounding. ``value`` maps β (B, k) -> (B,).
-    The interval is the percentile interval at ``level``."""
+    The interval is the percentile interval at ``level``. ``lapses``: β̂ of the logistic with
+    lapse rates (:func:`_lapse_batch`), whose boundary a share of runs that ignore it does not tilt."""
     Z, s = np.asarray(Z, float), np.asarray(s, float)
     n = len(s)
     rng = np.random.default_rng(seed)
-    point = float(value(logistic_fit(Z, s, ridge, iters)[0][None])[0])
+    if lapses:
+        b, g, l = _lapse_batch(Z, s, np.ones((1, n)), ridge, iters=200)
+        point = float(value(b)[0])
+        fit = lambda W: _lapse_batch(Z, s, W, ridge, start=np.concatenate([b[0], g, l]))[0]
+    else:
+        fit = lambda W: _irls_batch(Z, s, W, ridge, iters)
+        point = float(value(logistic_fit(Z, s, ridge, iters)[0][None])[0])
     if n_boot == 0:
         return point, np.nan, np.nan
-    boots = value(_irls_batch(Z, s, resample_counts(n, n_boot, rng).astype(float), ridge, iters))
+    boots = value(fit(resample_counts(n, n_boot, rng).astype(float)))
     boots = boots[np.isfinite(boots)]
     if len(boots) < max(10, n_boot // 2):
         return point, np.nan, np.nan
@@ -177,16 +238,21 @@ def block_estimates(stat: Callable[[np.ndarray], float], block_ids: np.ndarray) 
     return np.array([stat(np.flatnonzero(block_ids == b)) for b in np.unique(block_ids)], float)
 
 
-def boundary_slope(x: np.ndarray, y: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0) -> Estimate:
+def boundary_slope(
+    x: np.ndarray, y: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0, lapses: bool = False
+) -> Estimate:
     """Slope dy/dx of the fitted boundary β₀ + β_x x + β_y y = 0, i.e. −β_x / β_y
-    (for x = log SNR, y = log N the theory says −2)."""
+    (for x = log SNR, y = log N the theory says −2); ``lapses``: of the logistic with lapse rates."""
     Z = np.column_stack([np.ones_like(x), x, y])
-    return Estimate(*bootstrap_fit(Z, success, lambda b: _ratio(b[:, 1], b[:, 2], -1.0), n_boot, seed), n_boot=n_boot)
+    value = lambda b: _ratio(b[:, 1], b[:, 2], -1.0)
+    return Estimate(*bootstrap_fit(Z, success, value, n_boot, seed, lapses=lapses), n_boot=n_boot)
 
 
-def boundary_constant(u: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0) -> Estimate:
+def boundary_constant(
+    u: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0, lapses: bool = False
+) -> Estimate:
     """For a boundary of known form u = log C (e.g. u = log N + 2 log SNR), fit
-    σ(β₀ + β₁ u) and return C = exp(−β₀/β₁) with its interval."""
+    σ(β₀ + β₁ u) (with lapse rates, given ``lapses``) and return C = exp(−β₀/β₁) with its interval."""
     Z = np.column_stack([np.ones_like(u), u])
 
     def C(b):
@@ -194,7 +260,17 @@ def boundary_constant(u: np.ndarray, success: np.ndarray, n_boot: int = 500, see
         with np.errstate(over="ignore"):  # a resample whose boundary lies far outside the grid: C = inf, dropped
             return np.where(ok, np.exp(np.where(ok, -b[:, 0] / np.where(ok, b[:, 1], 1.0), 0.0)), np.nan)
 
-    return Estimate(*bootstrap_fit(Z, success, C, n_boot, seed), n_boot=n_boot)
+    return Estimate(*bootstrap_fit(Z, success, C, n_boot, seed, lapses=lapses), n_boot=n_boot)
+
+
+def within_steepness(rows: np.ndarray, u: np.ndarray, success: np.ndarray) -> float:
+    """The steepness s of σ(a_row + s·u) with one intercept per row (e.g. per N) and lapse rates:
+    how sharp the transition is along u *within* a row, which a boundary of another form than u's
+    (rows whose transitions lie at different u) does not flatten, as it flattens a pooled fit."""
+    keys, idx = np.unique(rows, return_inverse=True)
+    Z = np.column_stack([np.ones(len(u)), u, np.eye(len(keys))[idx.ravel()][:, 1:]])
+    b, _, _ = _lapse_batch(Z, np.asarray(success, float), np.ones((1, len(u))), 1e-4, iters=200)
+    return float(b[0, 1])
 
 
 def fixed_form_loglik(u: np.ndarray, success: np.ndarray) -> float:
@@ -249,7 +325,13 @@ def free_exponent(
 
 
 def boundary_curvature(
-    logS: np.ndarray, logN: np.ndarray, success: np.ndarray, n_boot: int = 500, seed: int = 0, over: str = "boundary"
+    logS: np.ndarray,
+    logN: np.ndarray,
+    success: np.ndarray,
+    n_boot: int = 500,
+    seed: int = 0,
+    over: str = "boundary",
+    lapses: bool = False,
 ) -> Estimate:
     """Change of the boundary's local slope: is log N vs log SNR a straight line?
 
@@ -263,7 +345,7 @@ def boundary_curvature(
                        quadratic across SNRs where no boundary is observed)
 
     The spans are fixed from the full data, so every bootstrap replicate measures the same
-    span. A straight boundary has Δslope = 0."""
+    span. A straight boundary has Δslope = 0. ``lapses``: fits with lapse rates."""
     logS, logN, success = (np.asarray(a, float) for a in (logS, logN, success))
     if over not in ("boundary", "grid"):
         raise ValueError(f"over must be 'boundary' or 'grid', got {over!r}")
@@ -272,11 +354,14 @@ def boundary_curvature(
     if over == "grid":
         span = x.max() - x.min()
     else:
-        b, _ = logistic_fit(Z[:, :3], success)
+        if lapses:
+            b = _lapse_batch(Z[:, :3], success, np.ones((1, len(x))), 1e-4, iters=200)[0][0]
+        else:
+            b, _ = logistic_fit(Z[:, :3], success)
         span = (logN.max() - logN.min()) * abs(b[2] / b[1]) if abs(b[1]) > 1e-12 else np.nan
 
     change = lambda b: _ratio(b[:, 3], b[:, 2], -2 * span)
-    return Estimate(*bootstrap_fit(Z, success, change, n_boot, seed), n_boot=n_boot)
+    return Estimate(*bootstrap_fit(Z, success, change, n_boot, seed, lapses=lapses), n_boot=n_boot)
 
 
 def first_crossing(t: np.ndarray, x: np.ndarray, frac: float = 0.5) -> float:

@@ -98,7 +98,7 @@ class Contract:
         assert set(table.column("status").to_pylist()) <= {"converged", "cap", "diverged"}
         check_results_table(exp, table, v)
         report = (out / "report.html").read_text()
-        assert exp in report and "claims pass" in report
+        assert exp in report and "predictions pass" in report
 
 
 @pytest.mark.parametrize("exp", ids_of("jiang2024"))

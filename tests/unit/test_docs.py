@@ -43,8 +43,8 @@ def test_collect_copies_verdicts_and_the_main_figure_and_build_renders_them(tmp_
     got = sorted(p.name for p in (tmp_path / "docs" / "results" / "jiang2024-fig1").iterdir())
     assert got == ["a.png", "verdict.json"]
     page = docs.build(tmp_path / "docs")["jiang2024.md"]
-    assert "| `slope`: the boundary \\| slope | protocol | slope: -2.01; ci95: [-2.14, -1.9] |" in page
-    assert "**pass** |" in page and "cpu scale: 1 pass" in page
+    assert "| `slope`: the boundary \\| slope | prediction · protocol | slope: -2.01; ci95: [-2.14, -1.9] |" in page
+    assert "**pass** |" in page and "cpu scale: 1 pass" in page and "rule versions were recorded" in page
     assert "![jiang2024-fig1](results/jiang2024-fig1/a.png)" in page
     for a in get("jiang2024-fig1").assumptions:  # each assumption: written in its experiment, shown here
         assert " ".join(a.split()) in page

@@ -155,29 +155,46 @@ def test_claims_are_escaped_and_badged(tmp_path):
     assert "<script>" not in html and "&lt;script&gt;" in html and "rule &lt;2" in html
     assert '<span class="badge pass">pass</span>' in html
     assert '<span class="badge inconclusive">inconclusive</span>' in html
-    assert "1/2 claims pass" in html and '<span class="num">-2.01</span>' in html
+    assert "1/2 predictions pass" in html and '<span class="num">-2.01</span>' in html
     assert "--set N=2" in html  # no recorded command: rebuilt from the id, scale and sets
 
 
-def test_descriptive_claims_are_listed_apart_and_not_counted(tmp_path):
-    """A descriptive measurement has no verdict: ``pass`` is None in verdict.json, and the page
-    and the index count only the claims with a verdict; every claim shows its regime."""
+def test_only_predictions_with_a_verdict_are_counted(tmp_path):
+    """A descriptive measurement has no verdict: ``pass`` is None in verdict.json. The page and the
+    index count only predictions with a verdict; a check (it follows from the construction) and a
+    measurement are listed apart. Every claim shows its kind, regime, rule version and whether its
+    rule was set after results were seen (post hoc), and a modified run says so."""
+    from attnlab import ledger
+
     exp, spec = get("jiang2024-fig1"), get("jiang2024-fig1").spec("smoke")
     claims = [
         Claim.of("c1", "s1", Verdict("pass", {"x": 1.0}, "r1"), regime="protocol"),
         Claim.of("c2", "s2", Verdict("fail", {"x": 2.0}, "r2"), regime="theorem"),
         Claim.of("c3", "s3", Verdict("descriptive", {"x": 3.0}, "measured only"), regime="investigation"),
+        Claim.of("c4", "s4", Verdict("pass", {"x": 4.0}, "r4"), regime="protocol"),
     ]
     js = [c.to_json() for c in claims]
-    assert [c["pass"] for c in js] == [True, False, None]
-    assert [c["regime"] for c in js] == ["protocol", "theorem", "investigation"]
-    verdict = {"experiment": exp.id, "scale": "cpu", "cells": 1, "runtime_s": 0.1, "claims": js}
+    assert [c["pass"] for c in js] == [True, False, None, True]
+    assert [c["regime"] for c in js] == ["protocol", "theorem", "investigation", "protocol"]
+    late = ledger.rule(ledger.PREDICTION, ("2026-01-01", "a", "first", False), ("2026-01-02", "b", "seen it", True))
+    check = ledger.rule(ledger.CHECK, ("2026-01-01", "a", "first", False))
+    js = [
+        ledger.stamp(js[0], late, ["data.sigma_p"]),
+        ledger.stamp(js[1], None, ["data.sigma_p"]),
+        ledger.stamp(js[2], None, ["data.sigma_p"]),
+        ledger.stamp(js[3], check, ["data.sigma_p"]),
+    ]
+    assert [c["kind"] for c in js] == ["prediction", "prediction", "prediction", "check"]
+    assert js[0]["rule_version"] == 2 and js[0]["post_hoc"] is True and js[0]["rule_changed"]["why"] == "seen it"
+    assert js[1]["post_hoc"] is None  # no history declared: not known, not claimed honest
+    verdict = {"experiment": exp.id, "scale": "cpu", "cells": 1, "runtime_s": 0.1, "modified": ["data.sigma_p"]}
+    verdict["claims"] = js
     html = report.write(tmp_path / "r.html", exp, spec, verdict, Analysis(claims=claims), [], []).read_text()
-    assert "1/2 claims pass" in html and "1 descriptive (not counted)" in html
-    assert '<span class="badge descriptive">descriptive</span>' in html
-    assert all(f"<td>{r}</td>" in html for r in ("protocol", "theorem", "investigation"))
+    assert "1/2 predictions pass" in html and "2 not counted" in html and "Modified design" in html
+    assert '<span class="badge descriptive">descriptive</span>' in html and "<b>post hoc</b>" in html
+    assert "check &middot; protocol" in html and "rule v2" in html and "Legend." in html
     index = report.write_index(tmp_path / "index.html", [(tmp_path / "r.html", verdict)]).read_text()
-    assert "1/2 claims pass" in index and "<td>theorem</td>" in index
+    assert "1/2 predictions pass" in index and "prediction &middot; theorem" in index
 
 
 def test_every_claim_of_a_run_gets_a_regime(tmp_path):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from attnlab.audit import MAX_SIMS
@@ -113,18 +114,26 @@ def _audit_one(exp_id, scale, sims, seed, from_dir, out_dir, controls, quiet) ->
     if from_dir is not None:  # the run's report shows its audit
         rebuild(found)
     table = Table(title=f"{exp_id} ({scale}): audit of {len(result['claims'])} rules, {sims} simulations each")
-    for col in ("claim", "regime", "power", "false pass", "false fail", "flag"):
+    for col in ("claim", "regime", "power", "false pass", "false fail", "other worlds: pass rate", "flag"):
         table.add_column(col, overflow="fold")
     pct = lambda r: f"{r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r["n"] else "—"
     for c in result["claims"]:
         flag = (
-            "[blue]descriptive"
-            if c["descriptive"]
-            else f"[red]FLAGGED[/red] {c['reason']}"
+            f"[red]FLAGGED[/red] {escape(c['reason'])}"
             if c["flagged"]
+            else f"[blue]{escape(c.get('kind', 'prediction') if c.get('kind', 'prediction') != 'prediction' else 'descriptive')}"
+            if c["descriptive"]
             else "[green]ok"
         )
-        table.add_row(c["id"], c["regime"], pct(c["power"]), pct(c["false_pass"]), pct(c["false_fail"]), flag)
+        table.add_row(
+            escape(c["id"]),
+            c["regime"],
+            pct(c["power"]),
+            pct(c["false_pass"]),
+            pct(c["false_fail"]),
+            escape(audit.worlds_text(c)),
+            flag,
+        )
     out.print(table)
     for c in result.get("controls", ()):
         got = ", ".join(f"{k} {v} (expected {c['expect'][k]})" for k, v in c["got"].items())

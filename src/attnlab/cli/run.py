@@ -71,7 +71,6 @@ def reproduce_cmd(
 ) -> None:
     """Run (or resume) an experiment; write results.parquet, figures, verdict.json, report.html.
     ``all``: every experiment in turn (each resumable), then an index page of every claim."""
-    from attnlab.fmt import fmt_text
 
     if exp_id == "all":
         return _reproduce_all(scale, out_dir, only, sets or [], executor, quiet, force, dry_run, estimate, jobs, log)
@@ -97,29 +96,65 @@ def reproduce_cmd(
         )
     except AttnlabError as e:
         raise fail(e) from None
-    title = f"{exp_id} ({scale}): {verdict['cells']} cells, {verdict['runtime_s']:.1f} s"
-    styles = {"pass": "[green]PASS", "fail": "[red]FAIL", "descriptive": "[blue]DESCRIPTIVE"}
-    if out.width < WIDE:  # a narrow terminal: one claim per block, lines wrapped at spaces, never mid-word
-        out.print(f"[bold]{title}[/bold]")
-        for c in verdict["claims"]:
-            out.print(f"\n{styles.get(c['outcome'], '[yellow]INCONCLUSIVE')}[/] [bold]{c['id']}[/bold]")
-            out.print(f"  measured: {fmt_text(c['measured'])}", markup=False, highlight=False)
-            out.print(f"  rule: {c['expected']}", markup=False, highlight=False)
-        out.print()
-    else:
-        table = Table(title=title)
-        for col in ("claim", "measured", "expected", "verdict"):
-            table.add_column(col, overflow="fold")
-        for c in verdict["claims"]:
-            table.add_row(
-                c["id"], fmt_text(c["measured"]), c["expected"], styles.get(c["outcome"], "[yellow]INCONCLUSIVE")
-            )
-        out.print(table)
+    print_claims(f"{exp_id} ({scale}): {verdict['cells']} cells, {verdict['runtime_s']:.1f} s", verdict)
     if scale == "smoke":
         out.print(
             "smoke scale is a pipeline check: these verdicts say nothing about the paper's claims", highlight=False
         )
     out.print(f"report: {(target / 'report.html').resolve()}", highlight=False, soft_wrap=True, markup=False)
+
+
+def print_claims(title: str, verdict: dict) -> None:
+    """A run's claims in the terminal: outcome, kind, regime (modified where the run changed the
+    declared design), rule version (post hoc where it was set after results were seen), measured
+    value and rule; "k/n predictions pass" counts predictions only."""
+    from rich.markup import escape
+
+    from attnlab.fmt import fmt_text
+    from attnlab.report import counted_claims
+
+    counted = counted_claims(verdict["claims"])
+    passed = sum(c["outcome"] == "pass" for c in counted)
+    title += f" — {passed}/{len(counted)} predictions pass" if counted else ""
+    styles = {"pass": "[green]PASS", "fail": "[red]FAIL", "descriptive": "[blue]DESCRIPTIVE"}
+
+    def label(c: dict) -> str:
+        bits = [c.get("kind", "prediction"), c.get("regime", "")]
+        bits += ["modified"] if c.get("modified") else []
+        if c.get("rule_version"):
+            bits.append(f"rule v{c['rule_version']}" + (" post hoc" if c.get("post_hoc") else ""))
+        return " · ".join(b for b in bits if b)
+
+    if out.width < WIDE:  # a narrow terminal: one claim per block, lines wrapped at spaces, never mid-word
+        out.print(f"[bold]{escape(title)}[/bold]")
+        for c in verdict["claims"]:
+            out.print(
+                f"\n{styles.get(c['outcome'], '[yellow]INCONCLUSIVE')}[/] [bold]{escape(c['id'])}[/bold] ({escape(label(c))})"
+            )
+            out.print(f"  measured: {fmt_text(c['measured'])}", markup=False, highlight=False)
+            out.print(f"  rule: {c['expected']}", markup=False, highlight=False)
+        out.print()
+    else:
+        table = Table(title=escape(title))
+        for col in ("claim", "kind · regime · rule", "measured", "expected", "verdict"):
+            table.add_column(col, overflow="fold")
+        for c in verdict["claims"]:
+            table.add_row(
+                escape(c["id"]),
+                escape(label(c)),
+                escape(fmt_text(c["measured"])),
+                escape(c["expected"]),
+                styles.get(c["outcome"], "[yellow]INCONCLUSIVE"),
+            )
+        out.print(table)
+    if verdict.get("modified"):
+        out.print(
+            f"modified: this run changed the declared design in {', '.join(verdict['modified'])}; its claims do not "
+            "stand for the declared regime",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, estimate, jobs=1, log=None) -> None:

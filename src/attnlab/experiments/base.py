@@ -164,6 +164,12 @@ class Experiment:
         """Values common to every scale (the part names, the paper's protocol)."""
         return {}
 
+    def assumptions_for(self, scale: str) -> tuple[str, ...]:
+        """The assumptions of a run at ``scale``: one that begins "<another scale> scale:" is about
+        that scale's design only and is left out."""
+        others = tuple(f"{s} scale:" for s in SCALES if s != scale)
+        return tuple(a for a in self.assumptions if not a.lstrip().startswith(others))
+
     def owner(self, spec, scale: str):
         """Whom a results directory of a run of ``spec`` belongs to (:class:`attnlab.engine.guard.Owner`)."""
         from attnlab.engine.guard import Owner

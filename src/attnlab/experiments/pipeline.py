@@ -278,7 +278,7 @@ def finish(
     writes. ``verdict`` is the run's record (cells, runtime, provenance, command); its claims
     are replaced by the analysis's, and its runtime is measured up to now if ``started`` is
     given."""
-    from attnlab import report
+    from attnlab import ledger, report
     from attnlab.engine.store import atomic_write_bytes
 
     analysis = exp.analyse(cols, spec)
@@ -287,13 +287,50 @@ def finish(
         if c.regime not in rules.REGIMES:
             raise ValueError(f"{exp.id}: claim {c.id!r} has regime {c.regime!r}, not one of {rules.REGIMES}")
     figures = exp.figures(cols, spec, analysis, out)
-    verdict = dict(verdict, claims=[c.to_json() for c in analysis.claims])
+    changed = modified(exp, spec, verdict["scale"])
+    claims = [ledger.stamp(c.to_json(), ledger.rule_of(exp, c.id), changed) for c in analysis.claims]
+    verdict = dict(verdict, modified=changed, claims=claims)
     if started is not None:
         verdict["runtime_s"] = round(time.perf_counter() - started, 3)
         verdict["finished_at"] = report.utc_now()
     atomic_write_bytes(out / "verdict.json", json.dumps(verdict, indent=2, default=_json_default).encode())
     report.write(out / "report.html", exp, spec, verdict, analysis, figures, list(sets))
     return verdict
+
+
+# how a run computes, not what: a run that sets them is the same design
+HOW_FIELDS = ("memory_budget_gb", "max_cells", "train.fast", "train.compile")
+
+
+def flat(d: dict, prefix: str = "") -> dict:
+    """A spec's values as ``{"data.N": …, "reps": …}`` (the part tables flattened one level per dict)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out |= flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def modified(exp: Experiment, spec, scale: str) -> list[str]:
+    """The fields in which ``spec`` differs from the design the experiment declares at ``scale``
+    (another part, another knob, or a design that changed since the run): its claims are labelled
+    ``modified`` with them. Empty for a user grid (its spec is its design)."""
+    if exp.id == "sweep":
+        return []
+    return spec_changes(json.loads(json.dumps(spec.model_dump(), default=str)), exp, scale)
+
+
+def spec_changes(ran: dict, exp: Experiment, scale: str) -> list[str]:
+    """The fields (dotted) in which a run's spec (as stored in spec.json) differs from the code's
+    spec of ``scale``, the fields of how it computed aside. A field the code added after the run is
+    not counted (its default is taken to keep the earlier behaviour); one it dropped is."""
+    if scale not in getattr(exp, "scales", {}):
+        return []
+    now = flat(json.loads(json.dumps(exp.spec(scale).model_dump(), default=str)))
+    ran = flat(ran)
+    return sorted(k for k in ran if k not in HOW_FIELDS and (k not in now or now[k] != ran[k]))
 
 
 @dataclass

@@ -24,9 +24,13 @@ def test_the_dynamics_simulator_draws_the_experiments_design():
     assert {k: c.outcome for k, c in claims.items()} == dict.fromkeys(
         ("sparse-harmful", "stages-harmful", "sparse-benign", "stages-benign"), "pass"
     )
-    # H0: attention stays uniform, and V, QK and attention move together
-    h0 = {c.claim: c.h0.world for c in d.claims}
-    flat = d.simulate(h0["sparse-benign"], d.noise, spec, cells, np.random.default_rng(1))
+    # H0: attention concentrates on the other named token; a misspecified world: it stays uniform
+    worlds = {c.claim: c for c in d.claims}
+    other = d.simulate(worlds["sparse-benign"].h0.world, d.noise, spec, cells, np.random.default_rng(1))
+    assert exp.analyse(other, spec).summary["benign"]["final attention on signal (mean)"] < 1 / 3
+    uniform = worlds["sparse-benign"].misspecified[0]
+    assert uniform.statement.startswith("attention stays uniform")
+    flat = d.simulate(uniform.world, d.noise, spec, cells, np.random.default_rng(1))
     assert abs(exp.analyse(flat, spec).summary["benign"]["final attention on signal (mean)"] - 1 / 3) < 0.02
 
 

@@ -4,32 +4,43 @@ its heatmap, from per-run columns (N, SNR, test loss at the stopping step, statu
 Two quantities, and which is which:
   per run   success = test loss of one run < level; a logistic fit of P(success) models the
             chance that one run is below the level, i.e. where the *median* over runs crosses it.
-            The slope, curvature and form claims use it (every run is a data point).
+            The slope, curvature and region claims use it (every run is a data point).
   mean      success = the *mean* test loss over the runs of a grid point (one block) < level:
             what a binarised panel shows, so a constant read off a paper's panel compares with
             the C fitted to it. The C claim uses it; the per-run C is reported beside it.
 
-Claims (thresholds are Spec fields). Intervals are 95 %: with ``seeds`` = K ≥ 2 blocks, a t
-interval (K − 1 df) over the per-block estimates; otherwise the bootstrap over cells.
-  slope      the interval of the boundary slope in (log SNR, log N) lies inside ``slope_margin``
-             (the theory says −2); fail if it lies outside; descriptive below ``slope_min_runs``
-             runs (fig2: the MNIST boundary is shallow, steepness 2.15 against fig1's 12.4, and
-             ``attnlab audit jiang2024-fig2`` gives the rule power 0.28 at its cpu design's 550
-             runs, 0.56 at 1100, 0.98 at 2200 — 50 simulations each)
-  curvature  the change of the boundary's local slope across the SNR span the boundary crosses
-             inside the grid's N range lies inside ``curvature_margin``; descriptive (measured, not
-             judged) below ``curvature_min_runs`` runs: ``attnlab audit jiang2024-fig1`` gives the
-             rule power 0 at the cpu design (800 runs: the interval's half-width ≈ 0.75 exceeds the
-             ±0.5 margin even for a straight boundary); a half-width ≤ 0.30, which gives power 0.8,
-             needs ≈ 800·(0.75/0.30)² ≈ 5000 runs (the paper's grid has 10⁴)
-  form       the free exponent p of N·SNR^p = C: its interval lies above 1.5 (closer to 2 than
-             to 1); fail if below
+Per-run fits are logistic fits *with lapse rates* (:func:`attnlab.theory._lapse_batch`): a run may
+"lapse" to success or failure whatever its coordinates (an unlucky minimum, a flipped outcome),
+so a few such runs do not tilt or flatten the fitted boundary. Without them, 5 % of runs flipped
+in a true N·SNR² = C world widened the slope's interval 3× and biased it to −2.26 (rule v2 passed
+that world in 0 of 10 draws).
+
+Claims (thresholds are Spec fields; their versions and history: :mod:`.ledger`). Intervals are
+95 %: with ``seeds`` = K ≥ 2 blocks, a t interval (K − 1 df) over the per-block estimates;
+otherwise the bootstrap over cells.
+  slope      Thm 4.1–4.2's sharp condition: the interval of the boundary slope in (log SNR, log N)
+             lies inside ``slope_margin`` (the theory says −2; N·SNR = C, the competitor, says −1);
+             fail if it lies outside; descriptive below ``slope_min_runs`` runs. The free exponent
+             p = −slope and the likelihood-ratio tests of p = 1 and p = 2 are reported beside it
+             (they were the separate claim `form`: the same estimate, one fact)
+  curvature  Fig. 1's drawn curve is a straight line in (log SNR, log N): the change of the
+             boundary's local slope across the SNR span it crosses inside the grid's N range lies
+             inside ``curvature_margin``; descriptive below ``curvature_min_runs`` runs
   C          (only where the caller judges it) Ĉ of the mean quantity, slope fixed at −2, lies
              inside ``C_margin``
-  benign     held out: Ĉ is fitted on the even repeats only (per-run quantity); among the odd
-             repeats' cells with N·SNR² ≥ ``region_factor``·Ĉ, the share that reached the
-             training threshold *and* has test loss < level is ≥ ``min_share``
-  harmful    the same for N·SNR² ≤ Ĉ/``region_factor`` with test loss ≥ level
+  benign     Thm 4.1 at N the fit did not see, held out by N: the N values are split into a lower and an upper
+             half; Ĉ (slope fixed at −2) and the within-row steepness ŝ are fitted on one half and
+             judged on the other (both ways). Among the judged runs with N·SNR² ≥ f·Ĉ, where
+             log f = log(``region_odds``)/ŝ (the distance at which the fitted transition is
+             ``region_odds``:1), the share that reached the
+             training threshold *and* has test loss < level must be ≥ ``min_share`` (Clopper–Pearson
+             rule) in both folds; a fold that fails fails the claim (the N where the share is lowest
+             is reported). A margin above ``region_factor_max`` (2: a shallow transition, as on MNIST)
+             would hide another law's misplacement (N·SNR = C moves the boundary about 3× across
+             N = 2 … 20): the claim is then descriptive. A boundary of another form
+             (N·SNR = C) or displaced between the halves puts the judged half's transition outside
+             the margin, where the fit half cannot see it
+  harmful    Thm 4.2, the same for N·SNR² ≤ Ĉ/f with test loss ≥ level
 Diverged runs (non-finite loss) are left out of the fits and counted in the summary.
 """
 
@@ -63,16 +74,108 @@ def blocks_interval(est: theory.Estimate, per_block: np.ndarray) -> tuple[float,
     return est.value, est.lo, est.hi, f"bootstrap over cells ({est.n_boot} resamples)"
 
 
+def regions(logN, logS, success, behaves, spec) -> list[dict]:
+    """The held-out region tests of Thm 4.1 and 4.2, both ways between the lower and upper halves
+    of the N values: per fold the Ĉ and ŝ fitted on one half, the margin factor f, and for each
+    side (``behaves``: "benign", "harmful" -> per-run bool) the judged runs beyond the margin of
+    the other half (k behaving of n)."""
+    values = np.unique(logN)
+    u = logN + 2 * logS
+    halves = (logN <= values[len(values) // 2 - 1], logN > values[len(values) // 2 - 1])
+    folds = []
+    for name, fit, judge in (("lower N → upper N", *halves), ("upper N → lower N", *halves[::-1])):
+        if not 0 < success[fit].sum() < fit.sum():
+            folds.append({"fold": name, "C": None})
+            continue
+        C = theory.boundary_constant(u[fit], success[fit], n_boot=0, lapses=True).value
+        if not (np.isfinite(C) and C > 0):  # a degenerate fit: no boundary to carry over
+            folds.append({"fold": name, "C": None})
+            continue
+        s = theory.within_steepness(logN[fit], u[fit], success[fit])
+        log_f = np.log(spec.region_odds) / s if s > 0 else np.nan
+        fold = {"fold": name, "C": C, "steepness": s, "f": float(np.exp(log_f)) if np.isfinite(log_f) else None}
+        for side, sel in (("benign", u >= np.log(C) + log_f), ("harmful", u <= np.log(C) - log_f)):
+            judged = judge & sel
+            rows = [
+                (
+                    round(float(np.exp(v)), 6),
+                    int(np.sum(judged & behaves[side] & (logN == v))),
+                    int(np.sum(judged & (logN == v))),
+                )
+                for v in np.unique(logN[judge])
+            ]
+            fold[side] = (int(np.sum(judged & behaves[side])), int(np.sum(judged)), [r for r in rows if r[2]])
+        folds.append(fold)
+    return folds
+
+
+def region_claim(name: str, folds: list[dict], spec) -> Claim:
+    """Both folds' held-out rules for one side: pass if both pass, fail if either fails."""
+    words = {
+        "benign": f"N·SNR² ≥ f·Ĉ: test loss < {spec.level:g}",
+        "harmful": f"N·SNR² ≤ Ĉ/f: test loss ≥ {spec.level:g}",
+    }[name]
+    statement = (
+        f"held-out runs {'well above' if name == 'benign' else 'well below'} the curve N·SNR² = Ĉ fitted on the "
+        f"other half of the N values overfit {'benignly' if name == 'benign' else 'harmfully'} ({words}, "
+        "after reaching the training threshold)"
+    )
+    verdicts, measured = [], {}
+    if not folds:
+        verdicts.append(rules.Verdict(rules.INCONCLUSIVE, {}, "", "needs ≥ 4 values of N to hold out half of them"))
+    for fold in folds:
+        if fold.get("C") is None:
+            verdicts.append(rules.Verdict(rules.INCONCLUSIVE, {}, "", "no boundary in the fit half"))
+            measured[fold["fold"]] = {"C": None}
+            continue
+        k, n, rows = fold[name]
+        v = rules.held_out(k, n, spec.min_share, name=f"held-out {name}-region runs")
+        if not fold["f"] or fold["f"] > spec.region_factor_max:  # too shallow to place the boundary: a measurement
+            v = v.reported(
+                f"the transition is too shallow to judge: margin f = {fold['f'] or float('nan'):.3g} > "
+                f"{spec.region_factor_max:g}, wide enough to hide the misplacement of another law (N·SNR = C moves "
+                "the boundary about 3× across this N range)"
+            )
+        worst = min(rows, key=lambda r: r[1] / r[2], default=None)  # reported: where the region behaves least
+        verdicts.append(v)
+        measured[fold["fold"]] = v.measured | {
+            "C": rounded(fold["C"], 1),
+            "f": rounded(fold["f"], 3),
+            "worst N": None if worst is None else {"N": worst[0], "ok": worst[1], "n": worst[2]},
+        }
+    outcomes = [v.outcome for v in verdicts]
+    outcome = (
+        rules.DESCRIPTIVE
+        if rules.DESCRIPTIVE in outcomes
+        else rules.FAIL
+        if rules.FAIL in outcomes
+        else rules.PASS
+        if all(o == rules.PASS for o in outcomes)
+        else rules.INCONCLUSIVE
+    )
+    rule = (
+        f"in each fold (Ĉ, ŝ fitted on one half of the N values, judged on the other): the share of judged runs "
+        f"beyond the margin f = {spec.region_odds:g}^(1/ŝ) that behave ≥ "
+        f"{spec.min_share:g} and its 95% Clopper–Pearson lower bound ≥ {spec.min_share - 0.1:g}; pass if both folds "
+        f"pass, fail if either fold's upper bound < {spec.min_share:g}; descriptive where f > {spec.region_factor_max:g}"
+    )
+    detail = (
+        "; ".join(f"{f['fold']}: {v.detail or v.outcome}" for f, v in zip(folds, verdicts, strict=False))
+        or verdicts[0].detail
+    )
+    return Claim(name, statement, measured, rule, outcome, detail)
+
+
 def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool, C_note: str = "") -> Analysis:
     """The claims of the module docstring from per-run columns. ``spec`` carries level, n_boot,
-    seed, reps, slope_margin, curvature_margin, region_factor, min_share (and C_paper, C_margin
-    when ``judge_C``); ``C_note`` says in the summary why C is not judged otherwise."""
+    seed, slope_margin, curvature_margin, region_odds, region_factor_max, min_share (and C_paper,
+    C_margin when ``judge_C``); ``C_note`` says in the summary why C is not judged otherwise."""
     status = np.asarray(status)
     ok = status != "diverged"
     N = np.asarray(N).astype(float)[ok]
     snr = np.asarray(snr, float)[ok]
     test_loss, converged = np.asarray(test_loss, float)[ok], (status == "converged")[ok]
-    block, rep = np.asarray(block)[ok], np.asarray(rep)[ok]
+    block = np.asarray(block)[ok]
     success = test_loss < spec.level
     logN, logS = np.log(N), np.log(snr)
     n_boot, seed, claims = spec.n_boot, spec.seed, []
@@ -96,17 +199,17 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
     m_mixed = 0 < m_success.sum() < len(m_success)
 
     if mixed:
-        slope = theory.boundary_slope(logS, logN, success, n_boot=n_boot, seed=seed)
-        slope_b = per_block(lambda s: theory.boundary_slope(logS[s], logN[s], success[s], n_boot=0).value)
-        curv = theory.boundary_curvature(logS, logN, success, n_boot=n_boot, seed=seed)
-        curv_grid = theory.boundary_curvature(logS, logN, success, n_boot=n_boot, seed=seed, over="grid")
-        curv_b = per_block(lambda s: theory.boundary_curvature(logS[s], logN[s], success[s], n_boot=0).value)
-        expo = theory.free_exponent(logN, logS, success, n_boot=n_boot, seed=seed)
-        expo_b = per_block(lambda s: theory.free_exponent(logN[s], logS[s], success[s], n_boot=0).p.value)
-        C_run = theory.boundary_constant(logN + 2 * logS, success, n_boot=n_boot, seed=seed)
+        slope = theory.boundary_slope(logS, logN, success, n_boot=n_boot, seed=seed, lapses=True)
+        slope_b = per_block(lambda s: theory.boundary_slope(logS[s], logN[s], success[s], n_boot=0, lapses=True).value)
+        curv = theory.boundary_curvature(logS, logN, success, n_boot=n_boot, seed=seed, lapses=True)
+        curv_b = per_block(
+            lambda s: theory.boundary_curvature(logS[s], logN[s], success[s], n_boot=0, lapses=True).value
+        )
+        expo = theory.free_exponent(logN, logS, success, n_boot=0)  # its likelihood-ratio tests of p = 1, 2
+        C_run = theory.boundary_constant(logN + 2 * logS, success, n_boot=n_boot, seed=seed, lapses=True)
     else:
-        slope = curv = curv_grid = C_run = theory.Estimate.missing()
-        expo, slope_b, curv_b, expo_b = None, np.array([]), np.array([]), np.array([])
+        slope = curv = C_run = theory.Estimate.missing()
+        expo, slope_b, curv_b = None, np.array([]), np.array([])
     if m_mixed:
         C_mean = theory.boundary_constant(m_logN + 2 * m_logS, m_success, n_boot=n_boot, seed=seed)
         C_mean_b = (
@@ -126,25 +229,29 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
     summary.update(
         slope_bootstrap=slope.as_dict(),
         curvature_bootstrap=curv.as_dict(),
-        curvature_over_the_whole_grid=curv_grid.as_dict(),
         C_per_run=C_run.as_dict(1),
         C_mean_quantity=C_mean.as_dict(1),
-        free_exponent=expo.as_dict() if expo else None,
-        per_block={
-            "slope": slope_b.tolist(),
-            "curvature": curv_b.tolist(),
-            "p": expo_b.tolist(),
-            "C_mean_quantity": C_mean_b.tolist(),
-        },
+        likelihood_ratio_of_fixed_exponents=expo.as_dict() if expo else None,
+        per_block={"slope": slope_b.tolist(), "curvature": curv_b.tolist(), "C_mean_quantity": C_mean_b.tolist()},
     )
     none = "no boundary inside the grid: every cell succeeded or every cell failed"
 
     v, lo, hi, src = blocks_interval(slope, slope_b)
     slope_v, src = rules.equivalence(v, lo, hi, spec.slope_margin, "slope"), src if mixed else none
+    if expo is not None:  # the free exponent p = −slope, and how the fixed laws p = 1, p = 2 fit
+        pv = expo.as_dict()["p_value"]
+        slope_v = rules.Verdict(
+            slope_v.outcome,
+            slope_v.measured | {"p": rounded(-v), "lr_p_value": pv},
+            slope_v.rule + " (the free exponent p of N·SNR^p = C is −slope)",
+            slope_v.detail,
+        )
     if len(N) < spec.slope_min_runs:
         slope_v, src = underpowered(slope_v, spec.slope_min_runs, len(N), src)
     claims.append(
-        Claim.of("slope", "the test-loss boundary has slope −2 in log N vs log SNR (N ∝ SNR⁻²)", slope_v, src)
+        Claim.of(
+            "slope", "the test-loss boundary has slope −2 in log N vs log SNR (N·SNR² = C, not N·SNR = C)", slope_v, src
+        )
     )
     v, lo, hi, src = blocks_interval(curv, curv_b)
     curvature = rules.equivalence(v, lo, hi, spec.curvature_margin, "slope change across the boundary's SNR span")
@@ -159,18 +266,6 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
             src,
         )
     )
-    if expo is not None:
-        v, lo, hi, src = blocks_interval(expo.p, expo_b)
-        outcome = rules.PASS if lo > 1.5 else rules.FAIL if hi < 1.5 else rules.INCONCLUSIVE
-        form = rules.Verdict(
-            outcome,
-            {"p": rounded(v), "ci95": [rounded(lo), rounded(hi)], "lr_p_value": expo.as_dict()["p_value"]},
-            "95% interval of the free exponent p of N·SNR^p = C lies above 1.5 "
-            "(closer to 2 than to 1); fail if it lies below 1.5",
-        )
-    else:
-        form, src = rules.Verdict(rules.INCONCLUSIVE, {}, "free exponent p above 1.5"), none
-    claims.append(Claim.of("form", "the boundary is N·SNR² = C rather than N·SNR = C", form, src))
 
     v, lo, hi, src = blocks_interval(C_mean, C_mean_b)
     summary[C_KEY] = {"value": rounded(v, 1), "ci95": [rounded(lo, 1), rounded(hi, 1)], "from": src}
@@ -187,32 +282,10 @@ def analyse_phase(N, snr, test_loss, status, block, rep, spec, *, judge_C: bool,
     else:
         summary["C claim"] = C_note
 
-    # benign / harmful, held out: Ĉ from the even repeats, judged on the odd ones
-    fit_half = rep % 2 == 0 if spec.reps >= 2 else block % 2 == 0 if len(blocks) >= 2 else np.arange(len(N)) % 2 == 0
-    C_fit = (
-        theory.boundary_constant((logN + 2 * logS)[fit_half], success[fit_half], n_boot=0).value
-        if 0 < success[fit_half].sum() < fit_half.sum()
-        else np.nan
-    )
-    prod = N * snr**2
-    summary["C fitted on the fit half (for the regions)"] = rounded(C_fit, 1)
-    f = spec.region_factor
-    for name, region, good, words in (
-        ("benign", prod >= f * C_fit, test_loss < spec.level, f"N·SNR² ≥ {f:g}Ĉ: test loss < {spec.level:g}"),
-        ("harmful", prod <= C_fit / f, test_loss >= spec.level, f"N·SNR² ≤ Ĉ/{f:g}: test loss ≥ {spec.level:g}"),
-    ):
-        sel = region & ~fit_half
-        k, n = int(np.sum(sel & good & converged)), int(np.sum(sel))
-        verdict = rules.held_out(k, n, spec.min_share, name=f"held-out {name}-region cells")
-        claims.append(
-            Claim.of(
-                name,
-                f"held-out cells {'well above' if name == 'benign' else 'well below'} the fitted curve overfit "
-                f"{'benignly' if name == 'benign' else 'harmfully'} ({words}, after reaching the training threshold)",
-                verdict,
-                "" if np.isfinite(C_fit) else "no boundary in the fit half",
-            )
-        )
+    behaves = {"benign": success & converged, "harmful": ~success & converged}
+    folds = regions(logN, logS, success, behaves, spec) if len(np.unique(logN)) >= 4 else []
+    summary["regions (held out by N)"] = folds
+    claims += [region_claim(name, folds, spec) for name in ("benign", "harmful")]
     return Analysis(claims=claims, summary=summary)
 
 
