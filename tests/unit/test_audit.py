@@ -13,7 +13,6 @@ from attnlab.experiments import get
 from attnlab.experiments.base import Analysis, Claim
 from helpers import AUDIT_ROW
 
-
 MIS = Hypothesis("removing tokens hurts a little", "a world between", {"effect": -0.005})
 
 
