@@ -27,6 +27,7 @@ committed verdicts of the claims that test it (:func:`answer`), never written by
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +96,13 @@ def rule(kind: str, *changes: tuple) -> Rule:
     return Rule(kind, tuple(Change(i, *c) for i, c in enumerate(changes, 1)))
 
 
+def amend(old: Rule, *changes: tuple, kind: str | None = None) -> Rule:
+    """``old`` with further versions appended (each ``(date, what, why, seen[, commit])``), and its
+    kind changed where ``kind`` is given (a kind is a classification, not a rule: no version)."""
+    start = old.version + 1
+    return Rule(kind or old.kind, old.history + tuple(Change(start + i, *c) for i, c in enumerate(changes)))
+
+
 @dataclass(frozen=True)
 class Test:
     """A claim testing a result: ``how`` is direct or proxy; ``note`` says, for a proxy, why it
@@ -115,12 +123,16 @@ class Test:
 @dataclass(frozen=True)
 class Result:
     """One result of the paper (``id``: "Thm 4.1", "Fig. 1", …) and the claims that test it;
-    ``untested``: why a part of it is not tested here, and what would test it."""
+    ``untested``: why a part of it is not tested here, and what would test it; ``quote``: where the
+    tests measure different things, a function (committed verdicts, committed summaries: experiment
+    id -> its verdict.json / summary.json) -> the answer as one paragraph a reader can quote, its
+    numbers read from those files ("" where they are missing)."""
 
     id: str
     statement: str
     tests: tuple[Test, ...] = ()
     untested: str = ""
+    quote: Callable[[dict[str, dict], dict[str, dict]], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -234,10 +246,11 @@ def answer(result: Result, verdicts: dict[str, dict], paper: Paper | None = None
     return Answer(result, UNDECIDED, "; ".join(bits), tuple(found))
 
 
-def committed_verdicts(docs: Path, results_dir: str = "results") -> dict[str, dict]:
-    """Experiment id -> its committed verdict under ``docs``/results/ID/verdict.json."""
+def committed_verdicts(docs: Path, results_dir: str = "results", name: str = "verdict.json") -> dict[str, dict]:
+    """Experiment id -> its committed verdict under ``docs``/results/ID/verdict.json (or another
+    committed file of the entry: ``name="summary.json"``)."""
     out = {}
-    for path in sorted(Path(docs, results_dir).glob("*/verdict.json")):
+    for path in sorted(Path(docs, results_dir).glob(f"*/{name}")):
         try:
             out[path.parent.name] = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -294,6 +294,9 @@ def finish(
         verdict["runtime_s"] = round(time.perf_counter() - started, 3)
         verdict["finished_at"] = report.utc_now()
     atomic_write_bytes(out / "verdict.json", json.dumps(verdict, indent=2, default=_json_default).encode())
+    # the fitted numbers behind the claims (per-column N_c, z, intervals), for docs and citations
+    summary = {"experiment": exp.id, "scale": verdict["scale"], "summary": analysis.summary}
+    atomic_write_bytes(out / "summary.json", json.dumps(summary, indent=2, default=_json_default).encode())
     report.write(out / "report.html", exp, spec, verdict, analysis, figures, list(sets))
     return verdict
 

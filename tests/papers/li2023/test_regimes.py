@@ -148,17 +148,23 @@ def test_the_lr_is_tuned_at_the_hardest_column_free_of_the_floor():
     assert z == pytest.approx(4.0) and round(fields["alpha_star"] * 50) == 9  # n_* = 9: z = 4, the smallest ≥ 4
 
 
-def settle_rows(p_by, seed=0):
+SETTLE_ALPHA = np.array([0.1, 0.12, 0.14, 0.16, 0.2])  # the middle α_* is 0.14
+SETTLE_N = np.array([5, 10, 20, 40, 80, 160, 320, 640])
+NC_MID = float(np.exp(np.median(np.log(SETTLE_N))))  # every learner's N_c at the middle α_* (57), unless shifted
+
+
+def settle_rows(p_by, seed=0, shift=None):
+    """Per learner, success iff N·α^p > C (noisy, the noise shared by the learners' common draws):
+    every boundary passes through N_c = NC_MID at the middle α_*, times e^shift[learner]."""
     rng = np.random.default_rng(seed)
-    alpha = np.array([0.1, 0.12, 0.14, 0.16, 0.2])
-    N = np.array([5, 10, 20, 40, 80, 160, 320, 640])
+    alpha, N = SETTLE_ALPHA, SETTLE_N
     a, n = (np.repeat(g.ravel(), 12) for g in np.meshgrid(alpha, N, indexing="ij"))
     rep = np.tile(np.arange(12), len(alpha) * len(N))
     units = list(zip(a.tolist(), n.tolist(), [0] * len(a), rep.tolist(), strict=True))
     e = rng.standard_normal(len(a))  # common draws: the same noise per unit for every learner
     out = {}
     for name, p in p_by.items():
-        C = np.exp(np.median(np.log(n) + p * np.log(a)))
+        C = NC_MID * np.median(alpha) ** p * np.exp((shift or {}).get(name, 0.0))
         out[name] = {
             "alpha": a,
             "N": n,
@@ -176,13 +182,64 @@ def test_paired_exponents_recover_each_learners_law_and_their_difference():
     same = pairs["vit − linear"]
     assert same["ci95"][0] < 0 < same["ci95"][1]
     assert rules.no_effect(same["value"], *same["ci95"], 1.0).outcome == rules.PASS
+    # the likelihood-ratio tests of each learner's free fit: its own law kept, the other rejected
+    for name, (keep, drop) in {"vit": ("p=2", "p=4"), "cnn": ("p=4", "p=2"), "linear": ("p=2", "p=4")}.items():
+        pv = per[name]["lr_p_value"]
+        assert pv[keep] >= 0.05 and pv[drop] < 0.05, (name, pv)
+        assert per[name]["N_c at the middle α_*"] == pytest.approx(NC_MID, rel=0.3), (name, per[name])
+    for pair in ("vit − cnn", "vit − linear", "cnn − linear"):  # no gap at the middle α_*: each interval holds 0
+        gap = pairs[pair]["log N_c gap at the middle α_*"]
+        assert gap["ci95"][0] < 0 < gap["ci95"][1] and abs(gap["value"]) < 0.3, (pair, gap)
+
+
+def test_paired_exponents_measure_the_gap_at_the_middle_alpha():
+    """The baseline needing 2× the ViT's samples at the middle α_* (its law steeper through that
+    point): the paired interval of log N_c(vit) − log N_c(cnn) lies below 0, about −log 2."""
+    per, pairs = settle.paired_exponents(settle_rows({"vit": 2.0, "cnn": 4.0}, shift={"cnn": np.log(2)}), 200, 0)
+    gap = pairs["vit − cnn"]["log N_c gap at the middle α_*"]
+    assert gap["value"] == pytest.approx(-np.log(2), abs=0.15) and gap["ci95"][1] < 0, gap
+    assert per["cnn"]["N_c at the middle α_*"] / per["vit"]["N_c at the middle α_*"] == pytest.approx(2, rel=0.15)
+
+
+def settle_results(design, rows, n_boot=200):
+    """The summary's results of one design from the learners' runs, as Settle.analyse stores them."""
+    per, pairs = settle.paired_exponents(rows, n_boot, 0)
+    cols = lambda r: [c.as_dict() for c in phase.columns(r["alpha"], r["N"], r["success"], 20, 0)]
+    learners = {name: {"exponent": e, "columns": cols(rows[name])} for name, e in per.items()}
+    return {design: {"learners": learners, "differences of p (paired)": pairs}}
+
+
+def test_settle_free_claims_judge_each_learners_law_and_the_gap():
+    """free-vit-exponent (p = 2 kept, 4 rejected), free-cnn-exponent (p = 4 kept, 2 rejected) and
+    free-gap (the baseline's N_c above the ViT's at the middle α_*) on paired runs: each passes
+    where the paper's picture holds and fails where it is reversed; no gap is inconclusive."""
+    exp = get("li2023-settle")
+    spec = exp.spec("cpu")
+    claims = lambda p_by, shift=None: {
+        c.id: c for c in exp._claims(settle_results("free", settle_rows(p_by, shift=shift)), spec)
+    }
+    c = claims({"vit": 2.0, "cnn": 4.0}, {"cnn": np.log(2)})
+    assert [c[k].outcome for k in ("free-vit-exponent", "free-cnn-exponent", "free-gap")] == ["pass"] * 3, c
+    assert c["free-gap"].measured["ratio"] == pytest.approx(2, rel=0.15)
+    assert c["free-cnn-exponent"].measured["p_value(p=4)"] >= 0.05 > c["free-cnn-exponent"].measured["p_value(p=2)"]
+    c = claims({"vit": 4.0, "cnn": 2.0}, {"cnn": -np.log(2)})  # the laws swapped, the baseline needs fewer
+    assert [c[k].outcome for k in ("free-vit-exponent", "free-cnn-exponent", "free-gap")] == ["fail"] * 3, c
+    c = claims({"vit": 2.0, "cnn": 4.0})  # the two boundaries cross at the middle α_*
+    assert c["free-gap"].outcome == "inconclusive", c["free-gap"].measured
+    assert list(c)[:3] == ["free-vit-exponent", "free-cnn-exponent", "free-gap"]
 
 
 def test_settle_designs_are_checked_before_anything_runs():
     exp = get("li2023-settle")
     spec = exp.spec("cpu", ["reps=1"])
-    designs = spec.designs | {"floor": spec.designs["floor"] | {"n_star": [3, 4, 5, 7, 9]}}  # n_* = 9: z = 3.2
-    with pytest.raises(AttnlabError, match=r"designs.floor: the column α_\* = 0.18 has margin z = 3.2"):
+    assert spec.designs["floor"] == {
+        "n_star": [6, 7, 8, 9, 10],
+        "n_hash": 1,
+        "N": [20, 40, 80, 160, 320, 640],
+        "tau": 0.3,
+    }
+    designs = spec.designs | {"floor": spec.designs["floor"] | {"n_star": [6, 7, 8, 9, 11]}}  # n_* = 11: z = 3.33
+    with pytest.raises(AttnlabError, match=r"designs.floor: the column α_\* = 0.22 has margin z = 3.33"):
         staged(
             exp.stages(spec.model_copy(update={"designs": designs})), lambda cells: pytest.fail("ran before the check")
         )
@@ -190,53 +247,105 @@ def test_settle_designs_are_checked_before_anything_runs():
         s = exp.spec(scale, ["reps=1"])
         for design in s.designs:
             sub = settle._sub(s, design, "vit")
-            zs = settle.check_design(settle._COLUMN._expand(sub, "grid"), design, s.z_range[design])
+            grid = settle._COLUMN._expand(sub, "grid")
+            zs = settle.check_design(grid, design, s.z_range[design])
             assert len(zs) >= 5 and zs == sorted(zs)
+            counts = {(c["data.alpha_star"] * c["data.L"], c["data.alpha_hash"] * c["data.L"]) for c in grid}
+            # n_# = 1 in every floor column (not ⌊n_*/6⌋, which is 0 below n_* = 6); ⌊n_*/6⌋ in the free design
+            want = (lambda n: 1) if design == "floor" else (lambda n: n // 6)
+            assert all(round(h) == want(round(n)) for n, h in counts), counts
 
 
 def test_settle_claims_read_each_pair_in_either_order():
-    """The paired differences are stored in the learners' order (vit − cnn); the baseline claim
-    reads p_cnn − p_vit from it, sign and interval flipped."""
+    """The paired differences are stored in the learners' order (vit − cnn, or cnn − vit where the
+    baseline comes first); floor-cnn-steeper reads p_cnn − p_vit and floor-gap log N_c(cnn) −
+    log N_c(vit) from either, sign and interval flipped: pass, fail and inconclusive alike; the ViT's
+    law by its likelihood-ratio p-values."""
     exp = get("li2023-settle")
     spec = exp.spec("cpu")
-    learner = lambda p, ll: {"exponent": {"p": p, "ci95": [p - 0.4, p + 0.4], "loglik p=2 minus p=4": ll}}
-    pair = lambda v, lo, hi: {"vit − cnn": {"value": v, "ci95": [lo, hi], "ci99": [lo - 0.2, hi + 0.2]}}
-    results = {
-        "floor": {
-            "learners": {"vit": learner(2.0, 6.0), "cnn": learner(4.0, -8.0)},
-            "differences of p (paired)": pair(-2.0, -2.6, -1.3),
+
+    def pair(v, lo, hi, g, glo, ghi, order="vit − cnn"):
+        sign = 1 if order == "vit − cnn" else -1
+        flip = lambda *xs: [sign * x for x in xs][::sign]  # an interval stays ordered
+        return {
+            order: {
+                "value": sign * v,
+                "ci95": flip(lo, hi),
+                "ci99": flip(lo - 0.2, hi + 0.2),
+                "log N_c gap at the middle α_*": {"value": sign * g, "ci95": flip(glo, ghi)},
+            }
+        }
+
+    for order in ("vit − cnn", "cnn − vit"):
+        results = {
+            "floor": {
+                "learners": {"vit": settle_learner(2.0, 0.6, 0.001), "cnn": settle_learner(4.0, 0.001, 0.5)},
+                "differences of p (paired)": pair(-2.0, -2.6, -1.3, -1.0, -1.5, -0.5, order),
+            }
+        }
+        (vit, cnn, gap) = exp._claims(results, spec)
+        assert vit.id == "floor-vit-exponent" and vit.outcome == "pass"
+        assert cnn.id == "floor-cnn-steeper" and cnn.outcome == "pass" and cnn.measured["ci99"] == [1.1, 2.8]
+        assert gap.id == "floor-gap" and gap.outcome == "pass", (order, gap.measured)
+        assert gap.measured["log N_c(cnn) − log N_c(vit)"] == 1.0 and gap.measured["ci95"] == [0.5, 1.5]
+        results["floor"]["differences of p (paired)"] = pair(0.8, 0.4, 1.4, 0.6, 0.2, 1.0, order)
+        results["floor"]["learners"]["vit"] = settle_learner(4.1, 0.001, 0.7)
+        assert [c.outcome for c in exp._claims(results, spec)] == ["fail", "fail", "fail"], order
+        results["floor"]["differences of p (paired)"] = pair(0.8, 0.4, 1.4, 0.1, -0.3, 0.5, order)
+        assert exp._claims(results, spec)[2].outcome == "inconclusive"  # the gap's interval holds 0
+    no_gap = pair(-2.0, -2.6, -1.3, 0.0, 0.0, 0.0)  # a learner never or always succeeds: no interval
+    no_gap["vit − cnn"]["log N_c gap at the middle α_*"] = {"value": None, "ci95": [None, None]}
+    gap = exp._claims(results | {"floor": results["floor"] | {"differences of p (paired)": no_gap}}, spec)[2]
+    assert gap.outcome == "inconclusive" and gap.detail.startswith("no interval")
+
+
+def settle_learner(p, pv2, pv4, crossed=5, pv3=0.001):
+    """A learner's stored exponent: its free fit and the p-values of its likelihood-ratio tests (p = 3
+    rejected unless ``pv3`` says otherwise), over ``crossed`` of 5 columns with N_c inside the grid."""
+    return {
+        "columns": [{"status": "crossed" if i < crossed else "above grid"} for i in range(5)],
+        "exponent": {
+            "p": p,
+            "ci95": [p - 0.4, p + 0.4],
+            "loglik p=2 minus p=4": 1.0,
+            "lr_p_value": {"p=2": pv2, "p=3": pv3, "p=4": pv4},
         }
     }
-    (vit, cnn) = exp._claims(results, spec)
-    assert vit.id == "floor-vit-exponent" and vit.outcome == "pass"
-    assert cnn.id == "floor-cnn-steeper" and cnn.outcome == "pass" and cnn.measured["ci99"] == [1.1, 2.8]
-    results["floor"]["differences of p (paired)"] = pair(0.8, 0.4, 1.4)
-    results["floor"]["learners"]["vit"] = learner(4.1, -5.0)
-    assert [c.outcome for c in exp._claims(results, spec)] == ["fail", "fail"]
+
+
+def test_settle_laws_need_three_columns_inside_the_grid():
+    """A learner whose N_c lies inside the N grid in fewer than 3 columns has no law to judge: its
+    exponent claim is inconclusive whatever the likelihood ratios of a degenerate fit say (the
+    cpu floor design: one crossed column of five, p = 55 [−34, 390], both laws rejected)."""
+    exp = get("li2023-settle")
+    results = {"floor": {"learners": {"vit": settle_learner(55.0, 4e-16, 6e-13, crossed=1)}}}
+    c = {c.id: c for c in exp._claims(results, exp.spec("cpu"))}["floor-vit-exponent"]
+    assert c.outcome == "inconclusive" and c.measured["columns crossed"] == 1 and "no law" in c.detail
+    results = {"floor": {"learners": {"vit": settle_learner(55.0, 4e-16, 6e-13, crossed=3)}}}
+    assert {c.id: c for c in exp._claims(results, exp.spec("cpu"))}["floor-vit-exponent"].outcome == "fail"
 
 
 def test_settle_same_law_is_reported_unless_judged():
     """free-same-as-linear: the band rule's outcome is kept beside the measurement (its audit's power
     at the cpu design is 0.76); with judge_same_law it is the verdict."""
     exp = get("li2023-settle")
-    learner = lambda p, ll: {"exponent": {"p": p, "ci95": [p - 0.4, p + 0.4], "loglik p=2 minus p=4": ll}}
     same = {"vit − linear": {"value": 0.3, "ci95": [-0.5, 1.1], "ci99": [-0.7, 1.3]}}
     results = {
         "free": {
-            "learners": {"vit": learner(4.5, -30.0), "linear": learner(4.3, -25.0)},
+            "learners": {"vit": settle_learner(4.5, 1e-6, 0.4), "linear": settle_learner(4.3, 1e-5, 0.5)},
             "differences of p (paired)": same,
         }
     }
-    law, reported = exp._claims(results, exp.spec("cpu"))
-    assert law.outcome == "fail" and reported.id == "free-same-as-linear"
+    by_id = {c.id: c for c in exp._claims(results, exp.spec("cpu"))}
+    law, reported = by_id["free-vit-exponent"], by_id["free-same-as-linear"]
+    assert law.outcome == "fail"
+    # no baseline among the learners: its law and the gap have nothing to read
+    assert by_id["free-cnn-exponent"].outcome == by_id["free-gap"].outcome == "inconclusive"
     assert (
         reported.outcome == "descriptive" and reported.measured["rule_outcome"] == "pass" and "0.76" in reported.detail
     )
-    (_, judged) = exp._claims(results, exp.spec("cpu", ["judge_same_law=true"]))
-    assert judged.outcome == "pass"
+    same_law = lambda res: {c.id: c for c in exp._claims(res, exp.spec("cpu", ["judge_same_law=true"]))}
+    assert same_law(results)["free-same-as-linear"].outcome == "pass"
     far = {"vit − linear": {"value": -2.5, "ci95": [-3.0, -2.0], "ci99": [-3.2, -1.8]}}
-    (_, judged) = exp._claims(
-        results | {"free": results["free"] | {"differences of p (paired)": far}},
-        exp.spec("cpu", ["judge_same_law=true"]),
-    )
-    assert judged.outcome == "fail"
+    judged = same_law(results | {"free": results["free"] | {"differences of p (paired)": far}})
+    assert judged["free-same-as-linear"].outcome == "fail"

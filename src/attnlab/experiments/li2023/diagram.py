@@ -34,7 +34,9 @@ class DiagramSpec(ExperimentSpec):
     p_margin: tuple[float, float] = Field(
         (1.5, 2.5), description="equivalence margin of the exponent p of N_c ∝ α_*^−p"
     )
-    min_log_ratio: PositiveFloat = Field(2.0, description="log-likelihood gap that decides p = 2 against p = 4")
+    law_level: float = Field(
+        0.05, gt=0, lt=1, description="level of the likelihood-ratio tests that decide the law (p = 2 against p = 4)"
+    )
     r2_min: float = Field(0.9, gt=0, le=1, description="R² the paper's straight line must reach")
     iter_margin: tuple[float, float] = Field((0.5, 1.5), description="margin of r in T ∝ α_*^−r")
     shift_level: float = Field(
@@ -313,15 +315,27 @@ class Diagram(Experiment):
         )
 
     @staticmethod
-    def law_gate(v: rules.Verdict, n_free: int, spec) -> tuple[rules.Verdict, str]:
-        """A law claim is descriptive with fewer than ``min_free_columns`` columns free of the floor."""
-        if n_free >= spec.min_free_columns:
-            return v, ""
-        return (
-            rules.Verdict(rules.DESCRIPTIVE, v.measured, v.rule),
-            f"descriptive: {n_free} column(s) free of the mean-token floor (z ≥ {spec.free_z:g}), fewer than "
-            f"{spec.min_free_columns}; where the floor binds the fit would carry its shape",
-        )
+    def law_gate(v: rules.Verdict, cs: list, spec, N_grid=None) -> tuple[rules.Verdict, str]:
+        """A law claim is descriptive with fewer than ``min_free_columns`` columns free of the floor,
+        or (given the grid's N values) where most of those columns' N_c lie within two grid steps of
+        its smallest N: there the law is read off the grid's edge, where a column's crossing is
+        barely resolved and a censored one carries no slope."""
+        if len(cs) < spec.min_free_columns:
+            return (
+                rules.Verdict(rules.DESCRIPTIVE, v.measured, v.rule),
+                f"descriptive: {len(cs)} column(s) free of the mean-token floor (z ≥ {spec.free_z:g}), fewer "
+                f"than {spec.min_free_columns}; where the floor binds the fit would carry its shape",
+            )
+        if N_grid is not None and len(N_grid) >= 3:
+            edge = sorted(N_grid)[2]
+            low = [c for c in cs if c.status == "below grid" or (c.status == "crossed" and c.value <= edge)]
+            if 2 * len(low) > len(cs):
+                return (
+                    v.reported(""),
+                    f"descriptive: {len(low)} of the {len(cs)} free columns have N_c ≤ {edge:g}, within two grid "
+                    f"steps of the smallest N ({min(N_grid):g}): the law would be read off the grid's edge",
+                )
+        return v, ""
 
     def _claims(self, cols, g, fit, cs, spec, summary) -> list[Claim]:
         raise NotImplementedError

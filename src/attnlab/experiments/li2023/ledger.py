@@ -12,7 +12,7 @@ than α_*⁻² over a finite α_* range, cannot refute a sufficient condition: s
 
 from __future__ import annotations
 
-from attnlab.ledger import CHECK, DIRECT, MEASUREMENT, PREDICTION, PROXY, Paper, Result, Test, rule
+from attnlab.ledger import CHECK, DIRECT, MEASUREMENT, PREDICTION, PROXY, Paper, Result, Test, amend, rule
 from attnlab.parts import register
 
 OUTSIDE = (
@@ -723,6 +723,210 @@ RULES = {
     "li2023-settle": SETTLE,
 }
 
+# --------------------------------------------------------------------------- 2026-12-07: one answer to the α_* law
+# (every change below was made after results of its id had been seen)
+
+TODAY = "2026-12-07"
+LR_RULE = (
+    TODAY,
+    "likelihood-ratio tests of the free exponent's fit: pass when the paper's exponent is not rejected (p-value ≥ "
+    "0.05) and the other (2 against 4) is; fail when the paper's is rejected; descriptive where most free columns' "
+    "N_c lie within two grid steps of the smallest N",
+    "v2 only compared ℓ(p = 2) with ℓ(p = 4): it passed p = 1.03 [0.18, 2.01] and an interval excluding 2, and passed "
+    "4 of 10 p = 3 worlds rewritten from li2023-fig1's stored results; li2023-fig1's free columns sat at the grid's "
+    "edge (N_c 5–20 on N ≥ 5) (issue 41)",
+    True,
+)
+EDGE = (
+    TODAY,
+    "descriptive where most free columns' N_c lie within two grid steps of the smallest N",
+    "a law read off the grid's edge carries the edge's censoring (issue 41)",
+    True,
+)
+for rules_of in (FIG1, FIG2, FIG1_PROTOCOL, FIG1_THEOREM):
+    rules_of["likelihood"] = amend(rules_of["likelihood"], LR_RULE)
+    rules_of["exponent"] = amend(rules_of["exponent"], EDGE)
+for name in ("free-vit-exponent", "floor-vit-exponent"):
+    SETTLE[name] = amend(SETTLE[name], LR_RULE[:1] + ("the likelihood-ratio rule of the diagrams",) + LR_RULE[2:])
+_NEW = (
+    TODAY,
+    "new claim",
+    "issue 41: the baseline's exponent in the free design and the ViT-vs-baseline gap at equal α_* (the paper's "
+    "comparison) were judged by no claim",
+    True,
+)
+SETTLE["free-cnn-exponent"] = rule(
+    PREDICTION,
+    _NEW[:1] + ("the baseline's p = 4 not rejected and p = 2 rejected by likelihood-ratio tests",) + _NEW[2:],
+)
+for design in ("free", "floor"):
+    SETTLE[f"{design}-gap"] = rule(
+        PREDICTION,
+        _NEW[:1]
+        + ("95 % paired interval of log N_c(baseline) − log N_c(ViT) at the design's middle α_* above 0",)
+        + _NEW[2:],
+    )
+BETWEEN = (
+    "2026-12-08",
+    "the law between, p = 3, must be rejected too for a pass",
+    "audit at li2023-fig1's operating point (40 simulations): a p = 3 world passed the v3 rule in 7 of 40",
+    True,
+)
+for rules_of in (FIG1, FIG2, FIG1_PROTOCOL, FIG1_THEOREM):
+    rules_of["likelihood"] = amend(rules_of["likelihood"], BETWEEN)
+for name in ("free-vit-exponent", "floor-vit-exponent", "free-cnn-exponent"):
+    SETTLE[name] = amend(SETTLE[name], BETWEEN)
+for name in ("free-vit-exponent", "floor-vit-exponent", "free-cnn-exponent"):
+    SETTLE[name] = amend(
+        SETTLE[name],
+        (
+            "2026-12-08",
+            "inconclusive unless ≥ 3 of the learner's columns have N_c inside the N grid",
+            "the rerun's floor design (n_# = 1 in every column) left the ViT with one crossed column of five and a "
+            "degenerate free fit (p = 55 [−34, 390]) whose likelihood ratios rejected both laws: a fail read off "
+            "columns that never succeed",
+            True,
+        ),
+    )
+FIG3["rate"] = amend(
+    FIG3["rate"],
+    (
+        TODAY,
+        "a bound: the 95 % interval of the mean log q lies above log(q_theory/q_band) (at least as fast as 1/t) passes; "
+        "wholly below fails",
+        "O(1/t) is an upper bound on the gap: v3 failed an approach faster than 1/t (q = 20), which the theorem allows "
+        "(issue 41)",
+        True,
+    ),
+)
+FIG3["near-one-hinge"] = rule(
+    PREDICTION,
+    (
+        TODAY,
+        "new claim: the design under the paper's hinge loss, A(T)'s 95 % interval above 0.9",
+        "issue 41: near-one passed only under logistic loss and a ×100 step on W_Q, W_K",
+        True,
+    ),
+)
+FIG4["noisiest"] = amend(
+    FIG4["noisiest"],
+    (
+        TODAY,
+        "judged at k_claim = 20 as irrelevant and random are (was: the number of noisy tokens, 10)",
+        "issue 41: the paper's comparison is at equal k; the noise contrast is now 5 (noisy_tau 1.0), where the audit "
+        "gives the rule power",
+        True,
+    ),
+)
+FIG4["attention"] = amend(
+    FIG4["attention"],
+    (
+        TODAY,
+        "descriptive (a measurement)",
+        "attention-based removal needs a trained model's attention, so it has no training-time form, and at test time "
+        "mean pooling confounds it as it does irrelevant-test (issue 41)",
+        True,
+    ),
+)
+for k in (10, 20):
+    FIG4[f"order-{k}"] = rule(
+        PREDICTION,
+        (
+            TODAY,
+            f"new claim: retrained at k = {k}, Welch 95 % intervals of noisiest − irrelevant and random − noisiest "
+            "above 0",
+            "issue 41: the paper's order of the strategies was not judged (at k = 10 noisiest beat irrelevant in v2's "
+            "run)",
+            True,
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- the α_* answer, in one paragraph
+
+
+def _claim(verdicts: dict, exp: str, cid: str) -> dict | None:
+    return next((c for c in (verdicts.get(exp) or {}).get("claims", []) if c["id"] == cid), None)
+
+
+def _law(verdicts: dict, summaries: dict, exp: str, cid: str, favoured: int) -> tuple[str, str] | None:
+    """("li2023-fig1 p = 4.91 [4.29, 5.76], p = 2 rejected (p-value 1e-05); the estimation-limited law
+    gives 5.02 on these columns (inside the interval); α_* … — fail", the claim's outcome)."""
+    c = _claim(verdicts, exp, cid)
+    m = (c or {}).get("measured") or {}
+    if m.get("p") is None:
+        return None
+    lo, hi = m.get("ci95") or (None, None)
+    text = f"p = {m['p']:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
+    keep = m.get(f"p_value(p={favoured})")
+    if keep is not None:
+        text += f", p = {favoured} {'rejected' if keep < 0.05 else 'not rejected'} (p-value {keep:.2g})"
+    est = ((summaries.get(exp) or {}).get("estimation-limited law") or {}).get("its local p on the free columns")
+    if est is not None:
+        inside = lo is not None and hi is not None and lo <= est <= hi
+        text += f"; the estimation-limited law gives {est:.2f} on these columns ({'inside' if inside else 'outside'} the interval)"
+    window = (summaries.get(exp) or {}).get("α_* range")
+    if window:
+        text += f"; α_* {window['min']:g} to {window['max']:g}"
+    return f"{exp} {text} — {c['outcome']}", c["outcome"]
+
+
+def alpha_quote(verdicts: dict, summaries: dict) -> str:
+    """Thm 1's α_*⁻², as one paragraph: what the theorem regime shows (the direction), what the
+    floor-free exponents measure and against which competitor, and the ViT-vs-baseline gap."""
+    th = [(cid, _claim(verdicts, "li2023-fig1-theorem", cid)) for cid in ("success-N", "nc-grows")]
+    read = lambda *tests: [x for x in (_law(verdicts, summaries, *t) for t in tests) if x]
+    inside = read(("li2023-fig1-theorem", "likelihood", 2))
+    laws = read(("li2023-fig1", "likelihood", 2), ("li2023-settle", "free-vit-exponent", 2))
+    base = read(("li2023-fig2", "likelihood", 4), ("li2023-settle", "free-cnn-exponent", 4))
+    if not laws and not base and not any(c for _, c in th):
+        return ""
+    out = []
+    if any(c for _, c in th):
+        got = ", ".join(f"{cid} {c['outcome']}" for cid, c in th if c)
+        law = f"; the law there: {inside[0][0]}" if inside else ""
+        out.append(f"In the theorem's regime (li2023-fig1-theorem) the sufficient condition's direction: {got}{law}.")
+    if laws:
+        out.append(
+            "The exponent p of N_c ∝ α_*^−p is a law Thm 1 does not state (it bounds N from above); outside its "
+            "hypotheses, over columns free of the mean-token floor, the ViT measures "
+            + "; ".join(t for t, _ in laws)
+            + "."
+        )
+    if base:
+        out.append("The attention-free baseline (the paper's α_*⁻⁴) measures " + "; ".join(t for t, _ in base) + ".")
+    gaps = []
+    for cid, where in (("floor-gap", "where the floor binds"), ("free-gap", "without the floor")):
+        c = _claim(verdicts, "li2023-settle", cid)
+        m = (c or {}).get("measured") or {}
+        if m.get("ratio") is not None and c["outcome"] in ("pass", "fail"):
+            gaps.append(f"{m['ratio']:.2g}× {where} ({cid} {c['outcome']})")
+    if gaps:
+        out.append("At equal α_* the baseline needs " + " and ".join(gaps) + " the ViT's samples.")
+    open_ = [
+        f"{where} ({cid} {c['outcome']})"
+        for cid, where in (("floor-gap", "where the floor binds"), ("free-gap", "without the floor"))
+        if (c := _claim(verdicts, "li2023-settle", cid)) and c["outcome"] not in ("pass", "fail")
+    ]
+    if open_:
+        out.append("The comparison is not decided " + " or ".join(open_) + ".")
+    outcomes = {o for _, o in laws + base}  # the theorem regime's law is reported above, not summed here
+    if "fail" in outcomes:
+        out.append(
+            "So the paper's laws do not reproduce as laws of finite runs outside Thm 1's hypotheses: over a finite "
+            "window the measured p is a window-dependent slope (where the estimation-limited law's slope lies inside "
+            "its interval, estimation in noise alone explains it), and a proxy outside the hypotheses cannot refute "
+            "the sufficient condition."
+        )
+    elif outcomes == {"pass"}:
+        out.append(
+            "The measured laws agree with the paper's, outside Thm 1's hypotheses: consistent with it, and no proof "
+            "of the sufficient condition."
+        )
+    elif laws or base:
+        out.append("The measured exponents do not decide between the laws.")
+    return " ".join(x for x in out if x)
+
 
 # --------------------------------------------------------------------------- the theorem map
 
@@ -744,6 +948,7 @@ PAPER = register(
                     Test("li2023-settle", "floor-vit-exponent", PROXY, LAW + "; " + OUTSIDE, refutes=False),
                 ),
                 "the paper's own grid in the theorem regime: `attnlab reproduce li2023-fig1-theorem --scale paper`",
+                quote=alpha_quote,
             ),
             Result(
                 "Thm 1, noise and initial error",
@@ -753,7 +958,7 @@ PAPER = register(
                     Test("li2023-noise", "shift", PROXY, OUTSIDE, refutes=False),
                     Test("li2023-init-error", "shift", PROXY, "σ only; " + OUTSIDE, refutes=False),
                 ),
-                "δ is a knob only (`--set delta=…`), with no diagram; neither shift runs inside the hypotheses",
+                "δ has no diagram (the result below); neither shift runs inside the hypotheses",
             ),
             Result(
                 "Thm 1, iterations",
@@ -785,8 +990,8 @@ PAPER = register(
                         "li2023-fig3",
                         "rate",
                         PROXY,
-                        "the rule asks for ≈ 1/t, where O(1/t) is an upper bound: a faster approach is consistent "
-                        "with the theorem",
+                        "judged as the bound it is: an approach at least as fast as 1/t (1 − A(t) ∝ t^−q, q ≥ 1 "
+                        "within the band) passes",
                         refutes=False,
                     ),
                 ),
@@ -797,11 +1002,30 @@ PAPER = register(
                 "the baseline without attention needs N = Ω(α_*⁻⁴), α_*⁻² times more samples than the ViT",
                 (
                     Test("li2023-fig2", "likelihood", PROXY, LAW + "; " + OUTSIDE, refutes=False),
+                    Test("li2023-settle", "free-cnn-exponent", PROXY, LAW + "; " + OUTSIDE, refutes=False),
                     Test(
                         "li2023-settle", "floor-cnn-steeper", PROXY, "a relative law where the mean-token floor binds"
                     ),
                 ),
-                "the ViT against the baseline at equal α_* is not a claim of its own",
+            ),
+            Result(
+                "The ViT against the baseline (the paper's comparison)",
+                "at equal α_* the ViT needs fewer samples than the attention-free baseline",
+                (
+                    Test(
+                        "li2023-settle",
+                        "floor-gap",
+                        PROXY,
+                        "where the mean-token floor binds (attention's regime), paired on common draws; " + OUTSIDE,
+                    ),
+                    Test(
+                        "li2023-settle",
+                        "free-gap",
+                        PROXY,
+                        "without the floor, where a linear rule on the mean token suffices; " + OUTSIDE,
+                        refutes=False,
+                    ),
+                ),
             ),
             Result(
                 "Token sparsification (Fig. 4)",
@@ -814,7 +1038,14 @@ PAPER = register(
                     Test("li2023-fig4", "noisiest-test", PROXY, "removal at test time only"),
                     Test("li2023-fig4", "random-test", PROXY, "removal at test time only"),
                 ),
-                "the order irrelevant < noisiest < random is not judged",
+            ),
+            Result(
+                "Fig. 4, the order of the strategies",
+                "the test loss after sparsification orders irrelevant-first below noisiest-first below random",
+                (
+                    Test("li2023-fig4", "order-10", PROXY, "the order of the retrained curves at k = 10; " + OUTSIDE),
+                    Test("li2023-fig4", "order-20", PROXY, "the order of the retrained curves at k = 20; " + OUTSIDE),
+                ),
             ),
             Result(
                 "Fig. 1",
@@ -829,7 +1060,14 @@ PAPER = register(
                 "the attention of relevant queries on relevant tokens rises towards 1 during training",
                 (
                     Test("li2023-fig3", "rises", DIRECT, "the figure's quantity, in an investigation regime"),
-                    Test("li2023-fig3", "near-one", DIRECT, "the figure's quantity, in an investigation regime"),
+                    Test("li2023-fig3", "near-one-hinge", DIRECT, "the figure's quantity under the paper's hinge loss"),
+                    Test(
+                        "li2023-fig3",
+                        "near-one",
+                        PROXY,
+                        "logistic loss and a ×100 step on W_Q, W_K, chosen so the attention keeps concentrating after "
+                        "zero training error (the hinge loss freezes it)",
+                    ),
                 ),
             ),
             Result(
@@ -846,7 +1084,22 @@ PAPER = register(
                 "Data condition",
                 "the analysis needs α_* ≥ α_#/c with c ∈ (0, 1/(2e))",
                 (),
-                "no claim varies α_# against the bound; every design keeps n_#/n_* ≤ 1/(2e)",
+                "not tested: every design keeps n_#/n_* ≤ 1/(2e) (checked before a run, `max_confusion_ratio`); a "
+                "diagram over n_# past the bound would test it (`--set data.n_hash=…`, `--set max_confusion_ratio=1`)",
+            ),
+            Result(
+                "Thm 1, the query/key error δ",
+                "the sample complexity grows with the initial query/key error δ",
+                (),
+                "not tested: δ is a knob (`--set model.delta=…`) with no diagram of its own; li2023-init-error's "
+                "analysis reads the σ axis (a δ grid runs with `--set sigma=0.1 --set delta=0.1,1,3`, its shift over "
+                "δ unjudged); a diagram with axis model.delta is the missing id",
+            ),
+            Result(
+                "Spurious tokens (the data model's variant b)",
+                "a label-irrelevant pattern whose frequency correlates with y in training only: sparsifying it helps",
+                (Test("li2023-fig5", "sparsify", PROXY, "real images with spurious patches from another data set"),),
+                "the synthetic variant (`data.spurious`) is in the data model and in no experiment",
             ),
         ),
         rules=RULES,

@@ -31,7 +31,10 @@ def simulate_images(world: dict, noise: dict, spec, cells: list[dict], rng: np.r
         sel = ft & (cols["init"] == init)
         z1 = stats.norm.ppf(noise[f"acc1_{init}"])
         at = a if world["rises"] else np.full(n, np.mean(np.unique(a[sel])) if sel.any() else 1.0)
+        if world.get("falls"):  # the reverse: accuracy falls as the genuine share grows
+            at = (a.max() + a.min()) - a if sel.any() else at
         gain = stats.norm.cdf(np.sqrt(a) * z1) - stats.norm.cdf(a * z1) if world["sparsify"] else 0.0
+        gain = -gain if world.get("sparsify_hurts") else gain
         mean = np.where(sel, stats.norm.cdf(at * z1) + np.where(sparse, gain, 0.0), mean)
         sd = np.where(sel, noise[f"sd_{init}"], sd)
     acc = np.round(np.clip(mean + sd * rng.standard_normal(n), 0, 1) * n_test) / n_test
@@ -93,11 +96,19 @@ def _images_design(exp) -> Design:
                 "rises" + suffix,
                 Hypothesis("acc = Φ(α_*·z₁): the genuine patches' share of the margin", FIG5, up),
                 Hypothesis("accuracy does not depend on α_*", "no effect", up | {"rises": False}),
+                misspecified=(Hypothesis("accuracy falls as α_* grows", "the reverse", up | {"falls": True}),),
             ),
             ClaimAudit(
                 "sparsify" + suffix,
                 Hypothesis("removing the spurious patches: Φ(√α_*·z₁) instead of Φ(α_*·z₁)", FIG5_SPARSIFY, up),
                 Hypothesis("removing the spurious patches changes nothing", "no effect", up | {"sparsify": False}),
+                misspecified=(
+                    Hypothesis(
+                        "removing the spurious patches costs what it would gain",
+                        "the reverse",
+                        up | {"sparsify_hurts": True},
+                    ),
+                ),
             ),
         ]
     return Design(

@@ -64,9 +64,20 @@ def simulate_sparsification(world: dict, noise: dict, spec, cells: list[dict], r
         return f, role, norm
 
     def order(how: str, role, norm):
-        """Removal priority (highest first): irrelevant first, largest ‖z‖ first, or at random."""
+        """Removal priority (highest first): irrelevant first, largest ‖z‖ first, at random, and the
+        misspecified orders: relevant (and confusion) tokens first, smallest ‖z‖ first, or irrelevant
+        first with odds 3:1 against each other token at every removal ("half": less informed than
+        irrelevant-first, more than random)."""
         u = rng.random(role.shape)
-        return {"irrelevant": lambda: 2.0 * (role == 0) + u, "noisiest": lambda: norm, "random": lambda: u}[how]()
+        return {
+            "irrelevant": lambda: 2.0 * (role == 0) + u,
+            "noisiest": lambda: norm,
+            "random": lambda: u,
+            "relevant": lambda: 2.0 * (role != 0) + u,
+            "quietest": lambda: -norm,
+            # irrelevant tokens three times as likely to go next as the others (Gumbel top-k: Plackett–Luce)
+            "half": lambda: np.log(np.where(role == 0, 3.0, 1.0)) - np.log(-np.log(u)),
+        }[how]()
 
     def removed(f, prio, ks):
         """Σ of f over the kept tokens after removing each k of ks (highest priority first)."""
@@ -184,13 +195,39 @@ _RANDOM = ClaimAudit(
         _INFORMED | {"random": "irrelevant"},
     ),
 )
+_HARMFUL = {  # per claim: a misspecified world, an order that removes what the model needs
+    "irrelevant": Hypothesis(
+        "the order removes relevant and confusion tokens first", "the reverse", _INFORMED | {"irrelevant": "relevant"}
+    ),
+    "noisiest": Hypothesis(
+        "the order removes the quietest tokens first", "the reverse", _INFORMED | {"noisiest": "quietest"}
+    ),
+    "random": Hypothesis(
+        "random removal in fact removes the noisiest tokens first", "another law", _INFORMED | {"random": "noisiest"}
+    ),
+}
+_ORDER_H1 = Hypothesis(
+    "irrelevant-first gains most, noisiest-first less (irrelevant first at odds 3:1), random least",
+    SPARSIFY + "; the order of the curves",
+    _INFORMED | {"noisiest": "half"},
+)
+_ORDER = (
+    _ORDER_H1,
+    Hypothesis(
+        "noisiest-first gains most, irrelevant-first less: the two informed orders swapped",
+        "the reverse order of the informed strategies",
+        _INFORMED | {"irrelevant": "half", "noisiest": "irrelevant"},
+    ),
+    Hypothesis("every order removes at random", "no order", _INFORMED | {"irrelevant": "random", "noisiest": "random"}),
+)
 SPARSIFICATION = Design(
     simulate=simulate_sparsification,
     claims=tuple(  # removal in training, then at test time: the same hypotheses
-        ClaimAudit(f"{c.claim}{suffix}", c.h1, c.h0)
+        ClaimAudit(f"{c.claim}{suffix}", c.h1, c.h0, misspecified=(_HARMFUL[c.claim],))
         for suffix in ("", "-test")
         for c in (*(ClaimAudit(k, _H1_SPARSE, h0) for k, h0 in _NO_INFORMATION.items()), _RANDOM)
     )
+    + tuple(ClaimAudit(f"order-{k}", _ORDER[0], _ORDER[1], misspecified=(_ORDER[2],)) for k in (10, 20))
     + (
         ClaimAudit(
             "attention",
