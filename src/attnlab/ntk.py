@@ -376,6 +376,12 @@ def kernel_drift(K_t, K_0, mask=None):
     return jnp.linalg.norm(_masked(K_t - K_0, mask)) / jnp.linalg.norm(_masked(K_0, mask))
 
 
+def kernel_drift_op(K_t, K_0, mask=None):
+    """‖K_t − K_0‖_op, the spectral norm (over the kept samples with a ``mask``): the proofs'
+    criterion keeps it below λ_min(K_0)/2, so that λ_min(K_t) ≥ λ_min(K_0)/2 along the run."""
+    return jnp.linalg.norm(_masked(K_t - K_0, mask), ord=2)
+
+
 def weight_drift(theta_t: dict, theta_0: dict) -> dict[str, jax.Array]:
     """Per parameter block: ‖θ_t − θ_0‖_F / ‖θ_0‖_F."""
     return {k: jnp.linalg.norm(theta_t[k] - theta_0[k]) / jnp.linalg.norm(theta_0[k]) for k in theta_0}

@@ -193,6 +193,11 @@ def _reproduce_all(scale, out_dir, only, sets, executor, quiet, force, dry_run, 
             check_target(exp, exp.spec(scale), scale, root / exp_id, log)
     except AttnlabError as e:
         raise fail(e) from None
+    for exp_id, exp in list(exps.items()):  # data only the user can give (e.g. IMDB): skipped, said so
+        why = exp.missing(exp.spec(scale))
+        if why:
+            out.print(f"{exp_id}: skipped — {why}", highlight=False, soft_wrap=True, markup=False)
+            del exps[exp_id]
     done, failed, rows, t0 = {}, [], {}, time.perf_counter()
 
     def landed(exp_id: str, v: dict) -> None:

@@ -11,6 +11,9 @@ Loaders (uint8 images, int64 labels 0..9; grayscale (N, H, W), colour (N, H, W, 
                           /usr/share/datasets/fashion-mnist/ (or a directory given).
     load_cifar10(dir)     a ``cifar-10-batches-py`` directory (data_batch_1..5, test_batch,
                           batches.meta) that the user downloaded; (N, 32, 32, 3).
+    imdb.load_imdb(dir)   an ``aclImdb`` directory (Maas et al. 2011's movie reviews) that the user
+                          downloaded: listed, each review read on demand, with its tokeniser and
+                          embedding tables (:mod:`attnlab.datasets.imdb`, for the ``text`` data model).
 
 Every pickle is read by :class:`RestrictedUnpickler`, which only rebuilds numpy arrays and dtypes:
 any other global (``os.system``, …) is refused. A missing data set is one :class:`AttnlabError`

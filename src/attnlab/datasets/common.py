@@ -30,6 +30,7 @@ FASHION_FILES = {
 }
 CIFAR_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch")
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 
 HOW_TO_GET = {
     "mnist": (
@@ -44,6 +45,10 @@ HOW_TO_GET = {
     "cifar10": (
         f"download cifar-10-python.tar.gz from {CIFAR_URL} (attnlab never downloads it), extract it "
         "and give the directory with --set data.cifar_dir=PATH/cifar-10-batches-py"
+    ),
+    "imdb": (
+        f"download {IMDB_URL} (attnlab never downloads it), unpack it (tar xzf aclImdb_v1.tar.gz) "
+        "and give the directory with --set data.imdb_dir=PATH/aclImdb"
     ),
 }
 

@@ -170,6 +170,12 @@ class Experiment:
         others = tuple(f"{s} scale:" for s in SCALES if s != scale)
         return tuple(a for a in self.assumptions if not a.lstrip().startswith(others))
 
+    def missing(self, spec) -> str:
+        """What a run of ``spec`` lacks that only the user can give (a data set attnlab cannot
+        download), as the one line a run would stop with; "" when nothing is. ``reproduce all``
+        skips such an id and says so; a run of the id itself stops with that line."""
+        return ""
+
     def owner(self, spec, scale: str):
         """Whom a results directory of a run of ``spec`` belongs to (:class:`attnlab.engine.guard.Owner`)."""
         from attnlab.engine.guard import Owner

@@ -124,9 +124,11 @@ def test_rate_fit_and_slopes():
 
 
 def test_linear_rule_tells_geometric_decay_from_power_laws_and_plateaus():
-    """Per run: log LR of log L on t over log L on log t ≥ log 32 and a decay ≥ ½ the linearised
-    rate; the claim passes by a sign test over runs. 1/(1 + t/10), t^−1/2 and a plateau
-    0.9 + 0.1·e^(−t/200) must not pass; a geometric decay at the linearised rate passes."""
+    """Per run: decided (the loss falls fivefold over the window, or the kernel says it should),
+    log LR of log L on t over log L on log t ≥ log 32 and a decay ≥ ½ the linearised rate; judged
+    per width. 1/(1 + t/10), t^−1/2 and a plateau 0.9 + 0.1·e^(−t/200) fail where the kernel
+    predicts a fivefold fall; a slow power law (the loss only halving) with a slow kernel is not
+    passed; a geometric decay at the linearised rate passes."""
     from attnlab.experiments.wu2023.analysis import linear_runs, linear_verdict
 
     t = STEPS
@@ -136,20 +138,30 @@ def test_linear_rule_tells_geometric_decay_from_power_laws_and_plateaus():
         "sqrt": (1 + t) ** -0.5,
         "plateau": 0.9 + 0.1 * np.exp(-t / 200),
         "geometric": 0.99**t,
+        "halving": (1 + t / 40) ** -0.3,
     }
-    got = {}
-    for name, L in curves.items():
-        runs = np.array([L * np.exp(1e-3 * rng.standard_normal(len(t))) for _ in range(8)])
-        fits = linear_runs(t, runs, np.ones(8, bool), 1e-12, 40)
-        got[name] = linear_verdict(fits["rho"], fits["log_lr"], np.full(8, 0.99), 0.05, 0.5)
+    width = np.repeat([64, 256], 4)
+
+    def verdict(L, rho_lin, w=width):
+        runs = np.array([L * np.exp(1e-3 * rng.standard_normal(len(t))) for _ in range(len(w))])
+        return linear_verdict(linear_runs(t, runs, np.ones(len(w), bool), 1e-12, 40), np.full(len(w), rho_lin), w, 0.5)
+
+    got = {name: verdict(L, 0.99) for name, L in curves.items() if name != "halving"}
     assert got["geometric"].outcome == "pass" and got["geometric"].measured["linear_runs"] == 8
+    assert set(got["geometric"].measured["per width"]) == {"64", "256"}
     for name in ("hyperbolic", "sqrt", "plateau"):
         assert got[name].outcome == "fail", name
     assert got["plateau"].measured["rate_ok"] == 0  # exponential, but to a non-zero level: too slow for the kernel
     assert got["hyperbolic"].measured["lr_favours_power"] == 8 and got["sqrt"].measured["lr_favours_power"] == 8
+    # a slow power law whose loss only halves, with a kernel too slow to say more: undecided, never a pass
+    assert verdict(curves["halving"], 0.9999).outcome == "inconclusive"
     # without a linearised rate below 1 (no λ_min > 0 recorded) a run does not count as linear
-    fits = linear_runs(t, np.array([curves["geometric"]] * 8), np.ones(8, bool), 1e-12, 40)
-    assert linear_verdict(fits["rho"], fits["log_lr"], np.full(8, np.nan), 0.05, 0.5).outcome == "fail"
+    assert verdict(curves["geometric"], np.nan).outcome == "fail"
+    # one sub-linear width fails a claim made at every width (it is not outvoted by the others)
+    mixed = np.array([curves["geometric"]] * 6 + [curves["hyperbolic"]] * 3)
+    w = np.repeat([16, 64, 256], 3)
+    v = linear_verdict(linear_runs(t, mixed, np.ones(9, bool), 1e-12, 40), np.full(9, 0.99), w, 0.5)
+    assert v.outcome == "fail" and v.measured["per width"]["256"]["outcome"] == "fail"
 
 
 # ---------------------------------------------------------------- claims on synthetic columns
@@ -164,10 +176,10 @@ def _columns(rows):
     return cols
 
 
-def fig1_columns(drift_exp=-0.5, stagnate=False, bad=False, seed=0, ratio=0.7):
+def fig1_columns(drift_exp=-0.5, stagnate=False, bad=False, seed=0, ratio=0.7, lmin=1e-3):
     """Runs at γ_eff·λ_max(K₀)/N ≈ ``ratio`` whose loss decays geometrically and whose drifts scale
     as d_m^drift_exp; ``stagnate``: the loss levels off at 0.3·L_0 (not log-linear); ``bad``: one
-    run predicted stable ends above its initial loss."""
+    run predicted stable ends above its initial loss; λ_min(K_t) = lmin·d_m."""
     rng = np.random.default_rng(seed)
     rows = []
     for w in WIDTHS:
@@ -192,7 +204,7 @@ def fig1_columns(drift_exp=-0.5, stagnate=False, bad=False, seed=0, ratio=0.7):
                     "train_loss": L[-1],
                     "trace_train_loss": L,
                     "trace_lambda_max": np.full(len(STEPS), lam_max),
-                    "trace_lambda_min": np.full(len(STEPS), 1e-3 * w),
+                    "trace_lambda_min": np.full(len(STEPS), lmin * w),
                     "trace_lambda_min_w_O": np.full(len(STEPS), 1e-3 * w),
                     "trace_kernel_drift": 2 * w**drift_exp * grow * noise(),
                     "trace_weight_drift": w**drift_exp * grow * noise(),
@@ -215,7 +227,9 @@ def test_fig1_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
             ("linear", "drift-kernel", "drift-weight"), "pass"
         ) | {"stability": "descriptive"}
         assert a.summary["per width"][16]["ρ (median)"] == pytest.approx(0.99, abs=1e-3)
-        assert a.summary["drift slopes (log–log vs d_m)"]["kernel"]["slope"] == pytest.approx(-0.5, abs=0.05)
+        assert a.summary["drift slopes (log–log vs d_m) at matched loss"]["kernel"]["slope"] == pytest.approx(
+            -0.5, abs=0.05
+        )
         assert len(a.summary["per width"][1024]["γ_eff·λ_max(K₀)/N per run"]) == 3 and not a.summary["flagged runs"]
     assert outcomes(dyn.FIG1, fig1_columns(drift_exp=0.5)) | {"linear": "-", "stability": "-"} == {
         "linear": "-",
@@ -223,7 +237,10 @@ def test_fig1_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
         "drift-kernel": "fail",
         "drift-weight": "fail",
     }
-    assert outcomes(dyn.FIG1, fig1_columns(stagnate=True))["linear"] == "fail"
+    # a loss levelling off: undecided where the kernel's slowest rate is too slow to expect a fivefold fall over
+    # the window, a fail where it expects one
+    assert outcomes(dyn.FIG1, fig1_columns(stagnate=True))["linear"] == "inconclusive"
+    assert outcomes(dyn.FIG1, fig1_columns(stagnate=True, lmin=0.1))["linear"] == "fail"
     # at ratios ≈ 0.7 the bound 2 and a bound 1 predict the same runs: stability is descriptive; at 1.4 it is decided
     assert outcomes(dyn.FIG1, fig1_columns(ratio=1.4))["stability"] == "pass"
     broken = outcomes(dyn.FIG1, fig1_columns(bad=True, ratio=1.4))
@@ -296,8 +313,9 @@ def test_init_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
     assert a.summary["per comparison, init and width (medians)"]["ratio"]["ntk"][128]["γ·λ_max(K₀)/N"] == (
         pytest.approx(1.0, abs=0.1)
     )
-    bad = outcomes(exp, init_columns(lmin_exp={"lecun": 2.0, "ntk": 1.0}))
-    assert bad["lmin-lecun"] == "fail" and bad["lmin-ntk"] == "fail" and bad["lmin-he"] == "pass"
+    # the one prediction fails a block ∝ d_m²; the checks follow the construction (He ∝ LeCun, NTK = LeCun/d_m)
+    bad = outcomes(exp, init_columns(lmin_exp={"lecun": 2.0, "he": 2.0, "ntk": 1.0}))
+    assert bad["lmin-lecun"] == "fail" and bad["lmin-he"] == "pass" and bad["lmin-ntk"] == "pass"
     slower = {"gamma": {"lecun": 0.9, "he": 0.05, "ntk": 0.1}, "ratio": {"lecun": 0.9, "he": 0.9, "ntk": 0.1}}
     bad = outcomes(exp, init_columns(q=slower))
     sr = next(c for c in exp.analyse(init_columns(q=slower), exp.spec("cpu")).claims if c.id == "speed-ratio")

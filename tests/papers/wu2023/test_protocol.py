@@ -3,11 +3,14 @@ wu2023-scaling (τ₀ = d_m^−1/2 against d_m^−1, paired): the step ratio und
 mean's; the claims pass on columns shaped like the theory and fail on broken ones; the cells use
 the literal step and share their draws where the design says; both end to end at smoke scale."""
 
+import dataclasses
 import json
+import types
 
 import numpy as np
 import pytest
 
+from attnlab import audit
 from attnlab.engine import grid
 from attnlab.experiments import get
 from attnlab.experiments.wu2023 import protocol, scaling
@@ -35,16 +38,16 @@ def run_row(lr, gain, lam_max, lam_min, seed_noise):
     return {"status": "cap", "train_loss": L[-1], "trace_train_loss": L}
 
 
-def protocol_columns(lmin_exp=1.0, seed=0):
+def protocol_columns(lmin_exp=1.0, seed=0, reps=6, widths=WIDTHS):
     """λ_max(K₀)/N = 0.4 (‖x‖² ≈ d) or 0.01 (unit tokens) at d_m = 16 under τ₀ = d_m^−1/2, half under
-    d_m^−1, ∝ d_m; λ_min(K₀) ∝ d_m^lmin_exp. γ = 1."""
+    d_m^−1, ∝ d_m; λ_min(K₀) ∝ d_m^lmin_exp. γ = 1; ``reps`` units (block 0, rep r)."""
     rng = np.random.default_rng(seed)
     rows = []
     for red in ("mean", "sum"):
         for tn, level in (("d", 0.4), ("unit", 0.01)):
             for a in (0.5, 1.0):
-                for w in WIDTHS:
-                    for rep in range(3):
+                for w in widths:
+                    for rep in range(reps):
                         noise = lambda s=0.03: np.exp(s * rng.standard_normal())
                         lam_max = N * level * (0.5 if a == 1 else 1) * w / 16 * noise()
                         lam_min = 0.05 * lam_max / w * 16 * (w / 16) ** lmin_exp * noise()
@@ -101,16 +104,55 @@ def test_protocol_claims_pass_on_theory_shaped_runs_and_fail_on_broken_ones():
         "d_m^-0.5": [16, 64],
         "d_m^-1": [16, 64],
     }
+    unit = claim["ordering-mean-unit"]
+    assert unit.measured["units"] == 6 and unit.measured["ordered"] == 6 and unit.measured["p_value"] < 0.05
+    assert "d_m = 16 … 1024" in unit.statement and unit.measured["widths"] == [16, 64, 256, 1024]
     # narrower nets faster (λ_min ∝ d_m^−1 at a fixed γ): the ordering fails and no candidate reproduces the setting
     got, a = outcomes(exp, protocol_columns(lmin_exp=-1.0))
     assert got["ordering-mean-unit"] == "fail"
     assert next(c for c in a.claims if c.id == "protocol").measured["reproduced by"] == []
 
 
+def test_the_two_tau0_of_a_draw_are_one_unit():
+    """The τ₀ of a (block, rep) share their data and init: 3 units ordered under both τ₀ are 3 of 3
+    (p = 0.125, inconclusive), not 6 of 6 repeats (p = 0.016); a unit with one τ₀ out of order is
+    not ordered."""
+    exp = protocol.EXPERIMENT
+    got, a = outcomes(exp, protocol_columns(reps=3))
+    unit = next(c for c in a.claims if c.id == "ordering-mean-unit")
+    assert got["ordering-mean-unit"] == "inconclusive" and unit.measured["units"] == 3
+    assert unit.measured["p_value"] == pytest.approx(0.125)
+    assert set(unit.measured["kendall_tau"]["0/0"]) == {"d_m^-0.5", "d_m^-1"}
+    # under τ₀ = d_m^−1 in 3 of 6 units, wider nets slower (L_T/L_0 = 0.5^(16/d_m)): those units are not ordered
+    cols = protocol_columns()
+    flip = (cols["model.alpha"] == 1.0) & (cols["rep"] < 3) & (cols["data.token_norm"] == "unit")
+    cols["train_loss"] = np.where(
+        flip, cols["trace_train_loss"][:, 0] * 0.5 ** (16 / cols["model.d_m"]), cols["train_loss"]
+    )
+    got, a = outcomes(exp, cols)
+    assert next(c for c in a.claims if c.id == "ordering-mean-unit").measured["ordered"] == 3
+    assert got["ordering-mean-unit"] == "fail"
+
+
+def test_the_ordering_names_its_width_range_and_reports_the_cells_past_it():
+    """Unit tokens at γ = 1 are stable only up to a width (here 16·2/0.01 = 3200 under τ₀ = d_m^−1/2):
+    d_m = 4096 lies past it; it is reported with the claim, not pooled into the ordering."""
+    exp = protocol.EXPERIMENT
+    got, a = outcomes(exp, protocol_columns(widths=(*WIDTHS, 4096)))
+    claim = {c.id: c for c in a.claims}
+    unit = claim["ordering-mean-unit"]
+    assert got["ordering-mean-unit"] == "pass" and unit.measured["widths"] == [16, 64, 256, 1024]
+    assert unit.measured["stable to d_m ≈"] == pytest.approx(3200, rel=0.1)
+    past = unit.measured["past the stability limit (reported, not pooled)"]
+    assert list(past) == [4096] and past[4096]["trained"] == "6/12"  # τ₀ = d_m^−1 (half the ratio) still trains
+    cand = claim["protocol"].measured["candidates"]["mean-unit"]
+    assert cand["reproduces"] and not cand["trains at every width"] and "d_m = 16 … 1024" in claim["protocol"].statement
+
+
 def test_protocol_cells_take_the_literal_step_and_share_draws_across_tau0_and_reduction():
     exp = protocol.EXPERIMENT
     cells = exp.cells(exp.spec("cpu"))
-    assert len(cells) == 2 * 2 * 2 * 4 * 3 and {c["train.lr"] for c in cells} == {1.0}
+    assert len(cells) == 2 * 2 * 2 * 4 * 6 and {c["train.lr"] for c in cells} == {1.0}  # 6 units
     assert {c.get("train.reduction", "mean") for c in cells} == {"mean", "sum"}
     strip = lambda c: (c["data.token_norm"], c["model.d_m"], c["rep"])
     seeds = {}
@@ -199,3 +241,26 @@ def test_smoke_run_has_the_experiments_claims(exp_id, smoke):
     regime = {"wu2023-fig1-protocol": "protocol", "wu2023-scaling": "investigation"}[exp_id]
     assert {c["regime"] for c in on_disk["claims"]} == {regime} and get(exp_id).regime == regime
     assert (run.out / "results.parquet").exists() and list(run.out.glob("*.png"))
+
+
+def test_the_protocol_audit_draws_a_unit_s_tau0_together_and_counts_units():
+    """The simulator gives the cells of one draw (token norm, width, block, rep) one kernel scatter
+    and one top-mode share, whatever τ₀ and the reduction (unit tokens: the two τ₀ then have the
+    same λ_max); ordering-mean-unit passes λ_min ∝ d_m and ∝ d_m^{1/2}, and passes neither a flat
+    λ_min nor one that peaks at d_m = 64."""
+    exp = protocol.EXPERIMENT
+    spec, d = exp.spec("cpu"), exp.audit
+    ca = next(c for c in d.claims if c.claim == "ordering-mean-unit")
+    cols = d.simulate(ca.h1.world, d.noise, spec, exp.cells(spec), np.random.default_rng(0))
+    lam = {}
+    for i in np.flatnonzero(cols["data.token_norm"] == "unit"):
+        key = (cols["model.d_m"][i], cols["block"][i], cols["rep"][i])
+        lam.setdefault(key, set()).add(round(float(cols["trace_lambda_max"][i][0]), 9))
+    assert all(len(v) == 1 for v in lam.values()) and len({min(v) for v in lam.values()}) == len(lam)
+    design = dataclasses.replace(d, claims=(ca,))
+    one = types.SimpleNamespace(id=exp.id, regime=exp.regime, audit=design, cells=exp.cells, analyse=exp.analyse)
+    row = audit.audit(one, spec, "cpu", sims=10)["claims"][0]
+    assert row["power"]["rate"] >= 0.9 and row["false_pass"]["rate"] == 0.0  # (10 simulations: too few to unflag)
+    assert sorted(w["holds"] for w in row["worlds"]) == [False, True]
+    for w in row["worlds"]:
+        assert w["pass"]["rate"] >= 0.8 if w["holds"] else w["pass"]["rate"] == 0.0, w["statement"]

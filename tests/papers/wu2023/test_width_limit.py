@@ -41,15 +41,23 @@ def width_cols(k, level=LOG_64, Ns=(8, 16, 32), reps=4, sigma=0.15, alphas=(0.5,
     initial = rng.uniform(0.5, 2.0, len(d))
     final = np.where(peak <= 0.1, initial * 1e-6, initial * 0.3)
     obj = lambda rows: np.array([np.asarray(x, float) for x in rows] + [None], dtype=object)[:-1]
+    lr = 16 / d
+    lam_min = 0.01 * n / lr  # γ_eff·λ_min(K₀)/N = 0.01: the bound (0.99)^(2t) lies above every lazy run's loss
     return {
         "model.alpha": a,
         "data.N": n,
+        "data.d": np.full(len(d), 32),
         "model.d_m": d,
+        "train.lr": lr,
         "block": np.zeros(len(d), int),
         "rep": r,
         "train_loss": final,
+        "trace_step": obj([[0, 100]] * len(d)),
         "trace_train_loss": obj([[i, f] for i, f in zip(initial, final, strict=True)]),
         "trace_kernel_drift": obj([[0.0, p] for p in peak]),
+        "trace_kernel_drift_op": obj([[0.0, p * 50 * lm] for p, lm in zip(peak, lam_min, strict=True)]),
+        "trace_lambda_min": obj([[x, x] for x in lam_min]),
+        "trace_lambda_max": obj([[50 * x, 50 * x] for x in lam_min]),
         "status": np.array(["cap"] * len(d), dtype=object),
         "train.max_steps": np.full(len(d), 100),
     }
@@ -91,11 +99,14 @@ def test_width_claims_pass_below_the_bound_and_fail_above_it():
     q = next(c for c in reported.claims if c.id == "quadratic-a0.5")
     assert q.outcome == "descriptive" and q.measured["rule_outcome"] == "fail" and "power" in q.detail
     spec = WIDTH.spec("cpu", ["judge_bounds=true"])
-    assert outcomes(WIDTH.analyse(width_cols(1.0), spec)) == {
+    theorem = {f"{c}-{a}": "descriptive" for c in ("laziness", "drift-law") for a in ("a0.5", "a1")}
+    assert outcomes(WIDTH.analyse(width_cols(1.0), spec)) == theorem | {
+        "theorem-a0.5": "pass",
         "quadratic-a0.5": "pass",
         "cubic-a0.5": "pass",
         "exponent-a0.5": "descriptive",
         "target-width-a0.5": "descriptive",
+        "theorem-a1": "pass",
         "quadratic-a1": "pass",
         "exponent-a1": "descriptive",
         "target-width-a1": "descriptive",
@@ -104,6 +115,70 @@ def test_width_claims_pass_below_the_bound_and_fail_above_it():
     assert cubic["quadratic-a0.5"] == cubic["quadratic-a1"] == "fail" and cubic["cubic-a0.5"] == "pass"
     quartic = outcomes(WIDTH.analyse(width_cols(4.0, level=np.log(40), reps=6, sigma=0.05), spec))
     assert quartic["cubic-a0.5"] == "fail"
+
+
+def theorem_cols(c=1.5, form="geometric", Ns=(4, 8), widths=(16, 64, 256), reps=3, seed=0):
+    """Runs of the width grid whose loss follows ``form`` about the bound's rate u = γ_eff·λ_min(K₀)/N
+    = 0.01 (:func:`attnlab.experiments.wu2023.audit.width.theorem_loss`), logged every 10 epochs."""
+    from attnlab.experiments.wu2023.audit.width import theorem_loss
+
+    rng = np.random.default_rng(seed)
+    n, d, r = (g.ravel() for g in np.meshgrid(np.asarray(Ns), np.asarray(widths), np.arange(reps), indexing="ij"))
+    t = np.arange(0, 401, 10.0)
+    lr = 16 / d
+    u = np.full(len(d), 0.01)
+    L = 0.5 * theorem_loss({"form": form, "c": c}, u, np.full(len(d), 0.5), t, rng)
+    lam_min = u * n / lr
+    obj = lambda rows: np.array([np.asarray(x, float) for x in rows] + [None], dtype=object)[:-1]
+    const = lambda v: obj([np.full(len(t), x) for x in v])
+    drift = 0.3 * lam_min * (d / 16.0) ** -0.5 * (n / 4.0)
+    return {
+        "model.alpha": np.full(len(d), 0.5),
+        "data.N": n,
+        "data.d": np.full(len(d), 32),
+        "model.d_m": d,
+        "train.lr": lr,
+        "block": np.zeros(len(d), int),
+        "rep": r,
+        "train_loss": L[:, -1],
+        "trace_step": obj([t] * len(d)),
+        "trace_train_loss": obj(L),
+        "trace_kernel_drift": const(0.01 * (d / 16.0) ** -0.5),
+        "trace_kernel_drift_op": obj([x * (1 - np.exp(-t / 50)) for x in drift]),
+        "trace_lambda_min": const(lam_min),
+        "trace_lambda_max": const(50 * lam_min),
+        "status": np.array(["cap"] * len(d), dtype=object),
+        "train.max_steps": np.full(len(d), 400),
+    }
+
+
+def test_the_width_theorem_is_judged_in_its_regime_only():
+    """theorem-a0.5: the runs with d_m ≥ N² and d ≥ N (here N = 4 at 16 … 256, N = 8 at 64, 256)
+    stay under L_t ≤ (1 − γ_eff·λ_min(K₀)/N)^(2t)·L_0 — pass when the slow part decays at 1.5× the
+    bound's rate; fail at the rate of λ_min(K₀)/2 (a drifted kernel) and under an O(1/t) decay;
+    a power-law kernel spectrum above λ_min passes. The proofs' criterion and the drift law are
+    reported: q = peak ‖K_t − K₀‖_op/(λ_min(K₀)/2) ∝ d_m^−1/2·N (so its width ∝ N²)."""
+    spec = WIDTH.spec("cpu")
+    get = lambda cols, cid: next(c for c in WIDTH.analyse(cols, spec).claims if c.id == cid)
+    good = get(theorem_cols(), "theorem-a0.5")
+    assert good.outcome == "pass" and good.regime == "theorem"
+    assert good.measured["runs in the regime"] == 15 and good.measured["over the bound"] == 0
+    assert set(good.measured["per (N, d_m)"]) == {
+        "N=4, d_m=16",
+        "N=4, d_m=64",
+        "N=4, d_m=256",
+        "N=8, d_m=64",
+        "N=8, d_m=256",
+    }
+    assert get(theorem_cols(c=0.5), "theorem-a0.5").outcome == "fail"
+    assert get(theorem_cols(form="power"), "theorem-a0.5").outcome == "fail"
+    assert get(theorem_cols(form="spectrum"), "theorem-a0.5").outcome == "pass"
+    assert get(theorem_cols(Ns=(16,)), "theorem-a0.5").outcome == "inconclusive"  # 16² > 256: no run in the regime
+    law = get(theorem_cols(), "drift-law-a0.5").measured
+    assert law["b_d"] == pytest.approx(-0.5, abs=0.01) and law["b_N"] == pytest.approx(1.0, abs=0.01)
+    assert law["k = −b_N/b_d"] == pytest.approx(2.0, abs=0.05)
+    laz = get(theorem_cols(), "laziness-a0.5")
+    assert laz.outcome == "descriptive" and laz.measured["runs in the regime"] == 15
 
 
 def test_width_claims_are_inconclusive_when_no_width_is_lazy():
@@ -213,16 +288,23 @@ def test_width_smoke(smoke):
         WIDTH,
         v,
         [
+            "theorem-a0.5",
+            "laziness-a0.5",
+            "drift-law-a0.5",
             "quadratic-a0.5",
             "cubic-a0.5",
             "exponent-a0.5",
             "target-width-a0.5",
+            "theorem-a1",
+            "laziness-a1",
+            "drift-law-a1",
             "quadratic-a1",
             "exponent-a1",
             "target-width-a1",
         ],
     )
     assert v["cells"] == 24 and len(t) == 24
+    assert all(len(x) >= 2 and abs(x[0]) < 1e-5 for x in t["trace_kernel_drift_op"])  # ‖K_0 − K_0‖_op (float32)
     assert set(t["train.lr"]) == {1.0, 0.5}  # d_m = 2, 8: the width-normalised step capped at γ = 1; 32: 16/32
     assert all(len(x) >= 2 and x[0] > 0 for x in t["trace_train_loss"])
 

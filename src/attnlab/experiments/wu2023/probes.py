@@ -11,6 +11,7 @@ With the cell's N real training samples x_1 … x_N (``data["mask"]``; padded sl
                    theory's λ_min(K₀) ∝ d_m is about (rank ≤ d_m, so exactly 0 below d_m = N);
                    for the ViT (``vit``) its output head w_head, the same role at width D
     kernel_drift   ‖K_t − K_0‖_F / ‖K_0‖_F
+    kernel_drift_op ‖K_t − K_0‖_op (absolute): the proofs' laziness criterion is ≤ λ_min(K_0)/2
     ntk_share_<b>  tr K_t^b / tr K_t, the share of parameter block b (W_Q, W_K, W_V, w_O; every
                    parameter of the ViT)
     weight_drift   ‖θ_t − θ₀‖ / ‖θ₀‖ over all blocks together;  weight_drift_<b>: per block
@@ -68,6 +69,7 @@ def build(ctx):
             "lambda_min": spec["lambda_min"],
             "lambda_max": spec["lambda_max"],
             "kernel_drift": ntk.kernel_drift(K, K0, mask),
+            "kernel_drift_op": ntk.kernel_drift_op(K, K0, mask),
             "weight_drift": total_drift(params, p0),
             "lambda_min_w_O": ntk.spectrum(Kb[OUTPUT.get(ctx.model.name, "w_O")], mask)["lambda_min"],
         }

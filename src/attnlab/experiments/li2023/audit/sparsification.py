@@ -227,7 +227,8 @@ SPARSIFICATION = Design(
         for suffix in ("", "-test")
         for c in (*(ClaimAudit(k, _H1_SPARSE, h0) for k, h0 in _NO_INFORMATION.items()), _RANDOM)
     )
-    + tuple(ClaimAudit(f"order-{k}", _ORDER[0], _ORDER[1], misspecified=(_ORDER[2],)) for k in (10, 20))
+    # order-k at the smoke scale's k = 2, 4 and the cpu and paper scales' 10, 20
+    + tuple(ClaimAudit(f"order-{k}", _ORDER[0], _ORDER[1], misspecified=(_ORDER[2],)) for k in (2, 4, 10, 20))
     + (
         ClaimAudit(
             "attention",

@@ -51,6 +51,9 @@ def simulate_dynamics(world: dict, noise: dict, spec, cells: list[dict], rng: np
     r = noise["ratio"] * step * lognormal(rng, noise["ratio_sd"], n)
     u = noise["decay"] * step * lognormal(rng, noise["decay_sd"], n)
     width = (d_m / D_REF) ** world["drift"]
+    if "drift_turn" in world:  # falls to the turn, then rises at the opposite slope
+        turn = world["drift_turn"]
+        width = np.where(d_m <= turn, width, (turn / D_REF) ** world["drift"] * (d_m / turn) ** -world["drift"])
     KD = noise["kernel_level"] * width * lognormal(rng, noise["kernel_sd"], n)
     WD = noise["weight_level"] * width * lognormal(rng, noise["weight_sd"], n)
     logit = d_m ** (0.5 - alpha) * lognormal(rng, 0.05, n)  # ∝ d_m^(1/2 − α)·‖x‖²/d, ‖x‖² ≈ d

@@ -21,7 +21,7 @@ from attnlab.experiments.wu2023.audit.hypotheses import (
     h_speed_gamma,
     h_stability,
 )
-from attnlab.experiments.wu2023.audit.inits import HE, INIT_THEORY
+from attnlab.experiments.wu2023.audit.inits import HE, INIT_THEORY, block_law, lmin_levels
 from attnlab.experiments.wu2023.audit.runs import frame_union, lognormal, runs, tv_of, with_run_columns
 
 # λ_max(K₀)/N and λ_min(K₀)/N at width 16, per (init, α), and NTK init's λ_max(K₀) over LeCun's there. The
@@ -38,10 +38,11 @@ VIT_MNIST_LEVELS = {
 }
 
 
-def mnist_kernel(world: dict, noise: dict, cols: dict, rng, levels: dict) -> tuple[np.ndarray, np.ndarray]:
-    """λ_max(K₀)/N ∝ d_m^growth (LeCun/He; ``noise["growth"]``), NTK init ``levels["ntk"]`` × LeCun's
-    at d_m = 16, flat; λ_min/N ∝ (max(d_m, N)/max(16, N))^slope, NTK init's
-    conditioning × LeCun's."""
+def mnist_kernel(world: dict, noise: dict, cols: dict, rng, levels: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(λ_max(K₀)/N, λ_min(K₀)/N, λ_min(K₀^{w_O})/N): λ_max(K₀)/N ∝ d_m^growth (LeCun/He;
+    ``noise["growth"]``), NTK init ``levels["ntk"]`` × LeCun's at d_m = 16, flat; the w_O block per
+    :func:`.inits.block_law` (0 below N); λ_min/N = the other blocks' part, ∝ (max(d_m, N)/max(16,
+    N))^slope from its level at 16 (NTK init's conditioning × LeCun's), + the block."""
     init, alpha = cols["model.init"], cols["model.alpha"].astype(float)
     d_m, N = width_of(cols).astype(float), cols["data.N"].astype(float)
     key = lambda i, a: ("lecun" if i == "ntk" else i, float(a))
@@ -53,7 +54,8 @@ def mnist_kernel(world: dict, noise: dict, cols: dict, rng, levels: dict) -> tup
     slope = np.array([world["lmin"][i] for i in init], float)
     lmin = lmin16 * (np.maximum(d_m, N) / np.maximum(D_REF, N)) ** slope
     n = len(init)
-    return lmax * lognormal(rng, noise["lmax_sd"], n), lmin * lognormal(rng, noise["lmin_sd"], n)
+    block = block_law(world, noise, init, d_m, N, rng)
+    return lmax * lognormal(rng, noise["lmax_sd"], n), lmin * lognormal(rng, noise["lmin_sd"], n) + block, block
 
 
 def simulate_mnist(
@@ -62,7 +64,7 @@ def simulate_mnist(
     cols = frame_union(cells)
     cols["model.alpha"] = alpha_of(cols)
     n = len(cells)
-    lmax, lmin = mnist_kernel(world, noise, cols, rng, levels)
+    lmax, lmin, block = mnist_kernel(world, noise, cols, rng, levels)
 
     lr, d_m, alpha = cols["train.lr"].astype(float), width_of(cols).astype(float), cols["model.alpha"].astype(float)
     width = (d_m / D_REF) ** world["drift"]
@@ -74,6 +76,9 @@ def simulate_mnist(
     logit = noise["logit_level"] * d_m**slope * np.exp(sd * rng.standard_normal(n))
     tv = tv_of(logit, noise["tv_level"], 1.0) * lognormal(rng, noise["tv_sd"], n)
     cols |= runs(world, noise, cols, lr * lmax, lr * lmin, KD, WD, logit, tv, rng)
+    cols["trace_lambda_min_w_O"] = np.broadcast_to(
+        (block * cols["data.N"].astype(float))[:, None], cols["trace_lambda_min"].shape
+    )
     cols |= {"train_error": np.zeros(n), "test_error": np.full(n, 0.05)}  # reported, never judged
     return with_run_columns(cols, spec)
 
@@ -104,6 +109,12 @@ MNIST_NOISE = {
     "logit_sd_a1": 0.5,
     "tv_level": 0.5,
     "tv_sd": 0.1,
+    # λ_min(K₀^{w_O}) (LeCun, both τ₀) at 10N from the encoder's 0-step cells (0.48, 0.98, 1.97 at d_m = 1024 … 4096)
+    # and its scatter, its rank deficit; He's over LeCun's as the synthetic pilot's (not measured on MNIST: a check)
+    "block10N": 4.7e-3,
+    "block_sd": 0.1,
+    "he_block": 3.0,
+    "deficit": 0.4,  # a·(d_m − c·N) through those three
 }
 
 
@@ -156,4 +167,5 @@ def mnist_design(levels: dict = MNIST_LEVELS, source: str = MNIST_SOURCE) -> Des
         claims=claims,
         noise=MNIST_NOISE,
         noise_source=source,
+        plug_in=lambda cols, spec: lmin_levels(cols, spec, MNIST_NOISE, q=False),
     )

@@ -43,6 +43,7 @@ def runs(world: dict, noise: dict, cols: dict, r, u, drift_K, drift_W, logit, tv
 
         L_t / L_0 = w·|1 − 2r/θ|^{2t} + (1 − w)·s_t,   s_t = (1 − 2u/θ)^{2t}      (geometric)
                                                       s_t = 1/(1 + t/10)          (polynomial)
+                                                      s_t = (1 + t/40)^−0.3       (slow-power: halves by t = 400)
                                                       s_t = 0.9 + 0.1·e^{−t/200}  (plateau)
 
     on the cells' own logged epochs; each decrement of log L_t between logged epochs is × a
@@ -66,6 +67,8 @@ def runs(world: dict, noise: dict, cols: dict, r, u, drift_K, drift_W, logit, tv
         slow = np.clip(1 - 2 * u / bound, 0, 1)[:, None] ** (2 * t)
     elif form == "polynomial":
         slow = np.broadcast_to(1 / (1 + t / 10), (n, len(t)))
+    elif form == "slow-power":
+        slow = np.broadcast_to((1 + t / 40) ** -0.3, (n, len(t)))
     else:
         slow = np.broadcast_to(0.9 + 0.1 * np.exp(-t / 200), (n, len(t)))
     L0 = 0.5 * lognormal(rng, 0.2, n)
