@@ -247,47 +247,7 @@ FIG1_PROTOCOL = {
     ),
 }
 
-FIG1_THEOREM = {
-    "line": rule(
-        MEASUREMENT,
-        (
-            "2026-12-04",
-            "introduced: descriptive straight line over crossed free columns (R² reported)",
-            "the three fig1 regimes of issue 23",
-            False,
-            "1d13e71",
-        ),
-    ),
-    "exponent": rule(
-        MEASUREMENT,
-        (
-            "2026-12-04",
-            "introduced: free exponent p over free columns inside [1.5, 2.5], descriptive below 2000 runs / 4 free columns",
-            "the three fig1 regimes of issue 23",
-            False,
-            "1d13e71",
-        ),
-    ),
-    "likelihood": rule(
-        PREDICTION,
-        (
-            "2026-12-04",
-            "introduced: ℓ(p=2) − ℓ(p=4) ≥ 2 over free columns",
-            "the three fig1 regimes of issue 23",
-            False,
-            "1d13e71",
-        ),
-    ),
-    "iterations": rule(
-        PREDICTION,
-        (
-            "2026-12-04",
-            "introduced: Tobit r inside [0.5, 1.5] with capped runs censored",
-            "the three fig1 regimes of issue 23",
-            False,
-            "1d13e71",
-        ),
-    ),
+FIG1_THEOREM = dict(FIG1_PROTOCOL) | {  # the protocol regime's four claims and the theorem's own
     "success-N": rule(
         PREDICTION,
         (

@@ -89,76 +89,7 @@ FIG1 = {
     ),
 }
 
-FIG9 = {
-    "linear": rule(
-        PREDICTION,
-        (
-            "2026-12-03",
-            "introduced: per unflagged run ρ of log L_t = a + b·t on epochs ≥ fit_from (0.1)·T up to the last new low above floor·L_0; pass if every ρ < 1 and median R² ≥ 0.9",
-            "first committed rule",
-            True,
-            "13d3988",
-        ),
-        (
-            "2026-12-04",
-            "per run: log LR of ρ^t over t^−q ≥ log 32 and −log ρ ≥ rate_share (½)·(−log ρ_lin of the slowest K_t); one-sided sign test that > half are linear (p < 0.05); fail if ≤ half",
-            "audit: R² rule false pass 1.0 (1/(1 + t/10) passed)",
-            True,
-            "da32148",
-        ),
-    ),
-    "stability": rule(
-        CHECK,
-        (
-            "2026-12-03",
-            "introduced: share of runs with γ_eff·λ_max(K₀)/N < 2 that neither diverged nor ended above L_0 ≥ 1.0",
-            "first rule",
-            False,
-            "13d3988",
-        ),
-        (
-            "2026-12-04",
-            "a pass is descriptive when fewer than 3 runs lie at ratio ≥ unstable_at/2 (cpu: descriptive)",
-            "audit false pass 1.0 (a bound of 1 predicts the same runs)",
-            True,
-            "da32148",
-        ),
-    ),
-    "drift-kernel": rule(
-        PREDICTION,
-        (
-            "2026-12-03",
-            "introduced: t CI over repeats of the log–log slope of ‖K_T − K_0‖_F/‖K_0‖_F vs d_m below 0; fail above",
-            "first rule",
-            False,
-            "13d3988",
-        ),
-        (
-            "2026-12-04",
-            "CI must lie below drift_bound −0.15",
-            "sign-only rule passed H0 (slope −0.1) 19–39%; −0.15 picked by the audit",
-            True,
-            "da32148",
-        ),
-    ),
-    "drift-weight": rule(
-        PREDICTION,
-        (
-            "2026-12-03",
-            "introduced: t CI over repeats of the log–log slope of ‖θ_T − θ₀‖/‖θ₀‖ vs d_m below 0; fail above",
-            "first rule",
-            False,
-            "13d3988",
-        ),
-        (
-            "2026-12-04",
-            "CI must lie below drift_bound −0.15",
-            "sign-only rule passed H0 (slope −0.1) 19–39%; −0.15 picked by the audit",
-            True,
-            "da32148",
-        ),
-    ),
-}
+FIG9 = dict(FIG1)  # the same claims and rule history: one Dynamics experiment at α = 1
 
 INIT = {
     "lmin-lecun": rule(
