@@ -59,10 +59,10 @@ def test_every_design_runs_with_a_row_per_claim(exp_id, scale):
     stated = [c.id for c in exp.analyse(simulate(exp, spec), spec).claims]  # a design may declare claims a scale lacks
     declared = {ca.claim: ca for ca in exp.audit.claims}
     kind = lambda claim: getattr(ledger.rule_of(exp, claim), "kind", ledger.PREDICTION)
-    # a stated prediction without worlds gets a gap row after the declared claims (fig4's order-2 and
-    # order-4 at smoke scale: its worlds are declared for the cpu design's order-10 and order-20)
+    # a stated prediction without worlds would get a gap row after the declared claims; every li2023
+    # design declares worlds for every prediction it states (fig4's order-k at smoke's k = 2, 4 too)
     gaps = [c for c in stated if c not in declared and kind(c) == ledger.PREDICTION]
-    assert gaps == (["order-2", "order-4"] if (exp_id, scale) == ("li2023-fig4", "smoke") else [])
+    assert gaps == []
     assert [c["id"] for c in result["claims"]] == [ca.claim for ca in exp.audit.claims if ca.claim in stated] + gaps
     for c in result["claims"]:
         assert c["kind"] == kind(c["id"]), c["id"]
